@@ -1,0 +1,14 @@
+"""The signal bus: persist every signal, then deliver it to the receptors bound to its type."""
+
+from daemon.bus.bus import BusClosed, RetryPolicy, SignalBus
+from daemon.bus.receptor import DeliveryContext, PayloadError, Receptor, StoreReceptor
+
+__all__ = [
+    "BusClosed",
+    "DeliveryContext",
+    "PayloadError",
+    "Receptor",
+    "RetryPolicy",
+    "SignalBus",
+    "StoreReceptor",
+]

@@ -1,0 +1,92 @@
+"""What the bus delivers to.
+
+A :class:`Receptor` has a stable ``key`` (it names the receptor's deliveries in the store)
+and the signal types it ``binds``. The bus calls :meth:`Receptor.deliver` at least once per
+stored signal of those types, in persisted order, so every receptor must be idempotent.
+
+A :class:`StoreReceptor` is a receptor whose whole effect is a write to the store. It only
+implements :meth:`StoreReceptor.apply`; the bus runs that inside the very transaction that
+marks the delivery done (many deliveries per transaction), which makes it effectively-once
+without any further bookkeeping.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy.engine import Connection
+
+from daemon.models.signal import Signal
+
+T = TypeVar("T")
+
+
+class PayloadError(ValueError):
+    """The payload breaks the receptor's contract. Retrying cannot help: the delivery is
+    marked dead at once with this message, and the receptor must not have written anything."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"payload.{field}: {message}")
+
+
+class DeliveryContext:
+    """One attempt at one delivery, as the receptor sees it."""
+
+    def __init__(
+        self,
+        *,
+        delivery_id: int,
+        attempt: int,
+        checkpoint: dict[str, Any] | None,
+        now: Callable[[], datetime],
+        commit: Callable[[Callable[[Connection], Any]], Awaitable[Any]],
+        save_checkpoint: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        self.delivery_id = delivery_id
+        self.attempt = attempt
+        self.checkpoint = checkpoint
+        self.now = now
+        self._commit = commit
+        self._save_checkpoint = save_checkpoint
+        self.committed = False
+
+    async def commit(self, job: Callable[[Connection], T]) -> T:
+        """Run ``job`` and mark this delivery done, in one transaction. At most once."""
+        if self.committed:
+            raise RuntimeError("a delivery is committed once")
+        result: T = await self._commit(job)
+        self.committed = True
+        return result
+
+    async def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Durably remember progress; a redelivery of this signal sees it as ``checkpoint``.
+
+        For receptors with effects outside the store (files), so a retry can tell what the
+        interrupted attempt already did."""
+        await self._save_checkpoint(checkpoint)
+        self.checkpoint = checkpoint
+
+
+class Receptor(ABC):
+    key: ClassVar[str]
+    binds: ClassVar[frozenset[str]]
+
+    @abstractmethod
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        """Handle one signal. Raise :class:`PayloadError` for a bad payload, anything else
+        for a failure worth retrying. Returning without ``delivery.commit`` lets the bus
+        mark the delivery done afterwards."""
+
+
+class StoreReceptor(Receptor):
+    @abstractmethod
+    def apply(self, connection: Connection, signal: Signal) -> None:
+        """Write the signal's effect. Runs in the writer's transaction (in a SAVEPOINT):
+        touch only ``connection``; raise to undo everything this call wrote."""
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        await delivery.commit(lambda connection: self.apply(connection, signal))

@@ -1,0 +1,1 @@
+"""Data shapes: the validated :class:`Signal` and the SQL tables."""

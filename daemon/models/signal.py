@@ -1,0 +1,167 @@
+"""The signal: what other processes emit, and the rules it must pass before it is stored.
+
+Validation happens once, here. Whatever passes is safe to store and deliver; whatever
+fails is refused with errors that name the field, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from daemon.clock import to_utc, utcnow
+
+SIGNAL_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_PAYLOAD_DEPTH = 32
+MAX_PAYLOAD_STRING = 64 * 1024
+MAX_LIST_ITEMS = 10_000
+MAX_AFFINITY = 64
+MAX_FUTURE_SKEW = timedelta(minutes=5)
+DEFAULT_DECAY_SECONDS = 14 * 86_400.0
+
+ShortName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
+Tag = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+def new_signal_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Signal(BaseModel):
+    """A validated signal. Construct it with :meth:`parse` from untrusted input.
+
+    ``workspace_id`` may be left ``None``; the bus fills in its configured default.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        allow_inf_nan=False,
+        str_strip_whitespace=False,
+    )
+
+    id: ShortName = Field(default_factory=new_signal_id)
+    type: str = Field(max_length=128, pattern=SIGNAL_TYPE_PATTERN)
+    signal_class: ShortName = Field("knowledge", alias="class")
+    source_layer: ShortName = "agent"
+    source_id: ShortName
+    workspace_id: ShortName | None = None
+    intensity: float = Field(0.7, ge=0.0, le=1.0, strict=True)
+    decay_rate: float = Field(DEFAULT_DECAY_SECONDS, ge=0.0, le=100 * 365 * 86_400.0, strict=True)
+    cascade_potential: bool = Field(False, strict=True)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    affinity: list[Tag] = Field(default_factory=list, max_length=MAX_AFFINITY)
+    emitted_at: AwareDatetime = Field(default_factory=utcnow)
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    correlation_id: ShortName | None = None
+    causation_id: ShortName | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_emitted_at_from_context(cls, data: Any, info: ValidationInfo) -> Any:
+        # An injected clock (validation context "now") also decides the default instant.
+        now = (info.context or {}).get("now")
+        if now is not None and isinstance(data, dict) and "emitted_at" not in data:
+            return {**data, "emitted_at": now}
+        return data
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_within_limits(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        _check_json_value(payload, depth=0)
+        size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(
+                f"serialized payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}"
+            )
+        return payload
+
+    @field_validator("emitted_at")
+    @classmethod
+    def _not_in_the_future(cls, value: datetime, info: ValidationInfo) -> datetime:
+        now = (info.context or {}).get("now") or utcnow()
+        value = to_utc(value)
+        if value > now + MAX_FUTURE_SKEW:
+            raise ValueError("must not be more than 5 minutes in the future")
+        return value
+
+    @classmethod
+    def parse(cls, data: Any, *, now: datetime | None = None) -> Signal:
+        """Validate untrusted input (a dict or JSON text); raise :class:`SignalRejected`."""
+        context = {"now": now} if now is not None else None
+        try:
+            if isinstance(data, str | bytes):
+                return cls.model_validate_json(data, context=context)
+            return cls.model_validate(data, context=context)
+        except ValidationError as exc:
+            raise SignalRejected(field_errors(exc)) from None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class SignalRejected(ValueError):
+    """A signal failed validation; ``errors`` names each field and the rule it broke."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+
+
+def field_errors(exc: ValidationError) -> list[FieldError]:
+    errors = []
+    for error in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in error["loc"]) or "body"
+        errors.append(FieldError(field=loc, message=_plain(error["msg"])))
+    return errors
+
+
+def _plain(message: str) -> str:
+    return message.removeprefix("Value error, ")
+
+
+def _check_json_value(value: Any, depth: int) -> None:
+    """Bound nesting, string and list sizes; refuse what JSON cannot carry (NaN, non-str keys)."""
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise ValueError(f"nesting deeper than {MAX_PAYLOAD_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError("object keys must be strings")
+            _check_json_value(item, depth + 1)
+    elif isinstance(value, list):
+        if len(value) > MAX_LIST_ITEMS:
+            raise ValueError(f"a list holds more than {MAX_LIST_ITEMS} items")
+        for item in value:
+            _check_json_value(item, depth + 1)
+    elif isinstance(value, str):
+        if len(value) > MAX_PAYLOAD_STRING:
+            raise ValueError(f"a string is longer than {MAX_PAYLOAD_STRING} characters")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("numbers must be finite")
+    elif value is not None and not isinstance(value, bool | int):
+        raise ValueError(f"{type(value).__name__} is not a JSON value")

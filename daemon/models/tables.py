@@ -1,0 +1,163 @@
+"""The SQL tables (SQLModel). Alembic migrations in ``daemon/store/migrations`` create them;
+the metadata here is what those migrations are checked against."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Index, String, UniqueConstraint
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC instants on every backend (SQLite has no time zone type)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# Subjects are stored normalized (lowercase). On SQLite a NOCASE column lets `LIKE 'p%'` use
+# the (workspace_id, subject) index; PostgreSQL gets a text_pattern_ops index instead.
+SUBJECT = String(512).with_variant(String(512, collation="NOCASE"), "sqlite")
+
+
+def _instant(nullable: bool = False, index: bool = False) -> Any:
+    return Field(sa_column=Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def _json(default: Any) -> Any:
+    return Field(default_factory=default, sa_column=Column(JSON, nullable=False))
+
+
+class SignalRecord(SQLModel, table=True):
+    __tablename__ = "signals"
+    __table_args__ = (Index("ix_signals_type_stored", "type", "stored_at"),)
+
+    id: str = Field(primary_key=True, max_length=128)
+    type: str = Field(max_length=128)
+    signal_class: str = Field(sa_column=Column("class", String(128), nullable=False))
+    source_layer: str = Field(max_length=128)
+    source_id: str = Field(max_length=128)
+    workspace_id: str = Field(max_length=128)
+    intensity: float
+    decay_rate: float
+    cascade_potential: bool
+    payload: dict[str, Any] = _json(dict)
+    affinity: list[str] = _json(list)
+    emitted_at: datetime = _instant()
+    stored_at: datetime = _instant(index=True)
+    idempotency_key: str | None = Field(default=None, max_length=256, unique=True)
+    correlation_id: str | None = Field(default=None, max_length=128)
+    causation_id: str | None = Field(default=None, max_length=128)
+
+
+class Delivery(SQLModel, table=True):
+    """One row per (signal, bound receptor). ``id`` order is persisted order."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        UniqueConstraint("signal_id", "receptor", name="uq_deliveries_signal_receptor"),
+        Index("ix_deliveries_receptor_status_id", "receptor", "status", "id"),
+        Index("ix_deliveries_status", "status"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    signal_id: str = Field(foreign_key="signals.id", max_length=128)
+    receptor: str = Field(max_length=128)
+    status: str = Field(default="pending", max_length=16)  # pending | delivered | dead
+    attempts: int = 0
+    last_error: str | None = None
+    next_attempt_at: datetime | None = _instant(nullable=True)
+    checkpoint: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = _instant()
+    updated_at: datetime = _instant()
+    delivered_at: datetime | None = _instant(nullable=True)
+
+
+class Mark(SQLModel, table=True):
+    """A typed, timestamped, evidence-linked observation about a dot-path subject."""
+
+    __tablename__ = "memory_marks"
+    __table_args__ = (
+        Index(
+            "ix_memory_marks_workspace_subject",
+            "workspace_id",
+            "subject",
+            postgresql_ops={"subject": "text_pattern_ops"},
+        ),
+        Index("ix_memory_marks_state", "state"),
+        Index("ix_memory_marks_first_observed", "first_observed_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=128)
+    workspace_id: str = Field(max_length=128, index=True)
+    subject: str = Field(sa_column=Column(SUBJECT, nullable=False))
+    observation: str
+    evidence: dict[str, Any] = _json(dict)
+    initial_strength: float
+    decay_rate: float  # half-life in days; 0 = no decay
+    observed_by: str = Field(max_length=128)
+    first_observed_at: datetime = _instant()
+    last_reinforced_at: datetime = _instant()
+    reinforcement_count: int = 0
+    affinity: list[str] = _json(list)
+    substrate_refs: list[str] = _json(list)
+    state: str = Field(default="active", max_length=16)  # active | withered | promoted
+    created_at: datetime = _instant()
+    updated_at: datetime = _instant()
+
+
+class Reinforcement(SQLModel, table=True):
+    __tablename__ = "memory_mark_reinforcements"
+
+    id: str = Field(primary_key=True, max_length=128)
+    mark_id: str = Field(foreign_key="memory_marks.id", index=True, max_length=128)
+    reinforced_at: datetime = _instant(index=True)
+    reinforced_by: str = Field(max_length=128)
+    evidence: dict[str, Any] = _json(dict)
+    strength_delta: float
+
+
+class Seed(SQLModel, table=True):
+    """A proposal that the user add something to a substrate file. Never applied here."""
+
+    __tablename__ = "memory_seeds"
+
+    id: str = Field(primary_key=True, max_length=128)
+    workspace_id: str = Field(max_length=128, index=True)
+    subject: str = Field(max_length=512)
+    proposed_change: str
+    target_file: str = Field(max_length=1024)
+    based_on_marks: list[str] = _json(list)
+    planted_at: datetime = _instant(index=True)
+    planted_by: str = Field(max_length=128)
+    state: str = Field(default="pending", max_length=16, index=True)
+    reviewed_at: datetime | None = _instant(nullable=True)
+    reviewed_by: str | None = Field(default=None, max_length=128)
+    created_at: datetime = _instant()
+    updated_at: datetime = _instant()
+
+
+class RhythmState(SQLModel, table=True):
+    """When each rhythm was first scheduled, so catch-up never fires slots from before."""
+
+    __tablename__ = "rhythm_state"
+
+    name: str = Field(primary_key=True, max_length=128)
+    first_scheduled_at: datetime = _instant()

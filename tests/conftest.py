@@ -1,0 +1,75 @@
+"""Shared fixtures. Every store test runs on SQLite, and on PostgreSQL when
+CAMBIUM_TEST_POSTGRES_URL is set (CI sets it); without it those cases are skipped, saying why."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from daemon.store import Store
+from daemon.store.migrate import upgrade
+
+POSTGRES_URL = os.environ.get("CAMBIUM_TEST_POSTGRES_URL")
+POSTGRES_SKIP = (
+    "PostgreSQL tests skipped: CAMBIUM_TEST_POSTGRES_URL is not set "
+    "(.ci/run points it at postgresql+psycopg://postgres@127.0.0.1:5432/test)"
+)
+
+
+def pytest_report_header() -> str:
+    if POSTGRES_URL:
+        return f"cambium: PostgreSQL tests run against {POSTGRES_URL}"
+    return f"cambium: {POSTGRES_SKIP}"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true", help="run the long reliability runs too")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long"):
+        return
+    skip = pytest.mark.skip(reason="long run: pass --long to include it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A URL for a fresh, empty schema on the test server, dropped afterwards."""
+    if not POSTGRES_URL:
+        pytest.skip(POSTGRES_SKIP)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('db')}/cambium.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    upgrade(db_url)
+    store = Store(db_url)
+    store.start()
+    try:
+        yield store
+    finally:
+        store.close()

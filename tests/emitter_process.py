@@ -1,0 +1,67 @@
+"""A child process for crash tests: emits signals through an in-process bus (whose
+idempotent ``Counter`` receptor applies them as they arrive) and prints ``ack <id>`` the
+moment each emit is acknowledged, so the parent knows what was promised before SIGKILL.
+
+Usage: python emitter_process.py DB_URL COUNT CONCURRENCY
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import ClassVar
+
+import anyio
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from daemon.bus import SignalBus, StoreReceptor
+from daemon.models.signal import Signal
+from daemon.store import Store
+
+
+class Counter(StoreReceptor):
+    """Inserts one row per application: a duplicate application shows as a repeated id."""
+
+    key: ClassVar[str] = "counter"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+    def apply(self, connection: Connection, signal: Signal) -> None:
+        connection.execute(
+            text("INSERT INTO test_applied (signal_id) VALUES (:id)"), {"id": signal.id}
+        )
+
+
+def create_applied_table(store: Store) -> None:
+    store.write_now(
+        lambda c: c.execute(
+            text("CREATE TABLE IF NOT EXISTS test_applied (signal_id VARCHAR(128) NOT NULL)")
+        )
+    )
+
+
+def applied(store: Store) -> list[str]:
+    return list(
+        store.read_now(lambda c: c.execute(text("SELECT signal_id FROM test_applied")).scalars())
+    )
+
+
+async def emit_all(url: str, count: int, concurrency: int) -> None:
+    store = Store(url)
+    store.start()
+    async with SignalBus(store, [Counter()]) as bus:
+
+        async def emitter(start: int) -> None:
+            for n in range(start, count, concurrency):
+                stored = await bus.emit(
+                    Signal.parse({"type": "test.ping", "source_id": "crash", "payload": {"n": n}})
+                )
+                print(f"ack {stored.id}", flush=True)
+
+        async with anyio.create_task_group() as tg:
+            for start in range(concurrency):
+                tg.start_soon(emitter, start)
+    store.close()
+
+
+if __name__ == "__main__":
+    anyio.run(emit_all, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,321 @@
+"""The signal bus on a real store (SQLite file, and PostgreSQL when configured)."""
+
+from __future__ import annotations
+
+import signal as signal_module
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+from emitter_process import Counter, applied, create_applied_table
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from daemon.bus import (
+    DeliveryContext,
+    PayloadError,
+    Receptor,
+    RetryPolicy,
+    SignalBus,
+)
+from daemon.models.signal import Signal, SignalRejected
+from daemon.models.tables import SignalRecord
+from daemon.store import Store
+from daemon.store.signals import get_signal, list_signals
+
+FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
+
+
+def signal(n: int = 0, **overrides: Any) -> Signal:
+    return Signal.parse(
+        {"type": "test.ping", "source_id": "tester", "payload": {"n": n}, **overrides}
+    )
+
+
+class Recorder(Receptor):
+    """Records what it sees, and checks that each signal is already in the store."""
+
+    key: ClassVar[str] = "recorder"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.seen: list[int] = []
+        self.found_in_store: list[bool] = []
+        self.done = anyio.Event()
+        self.expected = 1
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        stored = await self.store.read(lambda c: get_signal(c, signal.id))
+        self.found_in_store.append(stored is not None)
+        self.seen.append(signal.payload["n"])
+        if len(self.seen) >= self.expected:
+            self.done.set()
+
+
+class Flaky(Receptor):
+    key: ClassVar[str] = "flaky"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts: list[int] = []
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        self.attempts.append(delivery.attempt)
+        if len(self.attempts) <= self.failures:
+            raise RuntimeError(f"transient failure {len(self.attempts)}")
+
+
+async def wait_for(bus: SignalBus, signal_id: str) -> dict[str, str]:
+    with anyio.fail_after(10):
+        return await bus.settled(signal_id)
+
+
+@pytest.mark.asyncio
+async def test_receptor_finds_its_signal_already_stored(store: Store) -> None:
+    recorder = Recorder(store)
+    recorder.expected = 20
+    async with SignalBus(store, [recorder]) as bus:
+        for n in range(20):
+            await bus.emit(signal(n))
+        with anyio.fail_after(10):
+            await recorder.done.wait()
+    assert recorder.found_in_store == [True] * 20
+    assert recorder.seen == list(range(20)), "persisted order"
+
+
+@pytest.mark.asyncio
+async def test_fails_twice_then_delivered_on_attempt_three(store: Store) -> None:
+    flaky = Flaky(failures=2)
+    async with SignalBus(store, [flaky], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
+    assert flaky.attempts == [1, 2, 3]
+    record = store.read_now(lambda c: get_signal(c, stored.id))
+    assert record is not None
+    assert record["deliveries"][0]["attempts"] == 3
+
+
+@pytest.mark.asyncio
+async def test_always_failing_goes_dead_then_manual_retry_delivers(store: Store) -> None:
+    flaky = Flaky(failures=10**6)
+    async with SignalBus(store, [flaky], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"flaky": "dead"}
+        assert flaky.attempts == [1, 2, 3]
+        record = store.read_now(lambda c: get_signal(c, stored.id))
+        assert record is not None
+        assert record["deliveries"][0]["last_error"] == "transient failure 3"
+        dead = store.read_now(lambda c: list_signals(c, status="dead"))
+        assert [s["id"] for s in dead] == [stored.id]
+
+        flaky.failures = 0  # the fault is fixed
+        assert await bus.retry(stored.id) == ["flaky"]
+        assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
+    assert flaky.attempts[-1] == 1, "a manual retry starts counting again"
+
+
+@pytest.mark.asyncio
+async def test_payload_error_is_dead_at_once(store: Store) -> None:
+    class Strict(Receptor):
+        key: ClassVar[str] = "strict"
+        binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+        calls = 0
+
+        async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+            Strict.calls += 1
+            raise PayloadError("subject", "must be a non-empty string")
+
+    async with SignalBus(store, [Strict()], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"strict": "dead"}
+    record = store.read_now(lambda c: get_signal(c, stored.id))
+    assert record is not None
+    assert record["deliveries"][0]["last_error"] == "payload.subject: must be a non-empty string"
+    assert Strict.calls == 1
+
+
+@pytest.mark.asyncio
+async def test_slow_receptor_does_not_delay_another(store: Store) -> None:
+    class Sleeper(Receptor):
+        key: ClassVar[str] = "sleeper"
+        binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+        release = anyio.Event()
+
+        async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+            await self.release.wait()
+
+    recorder = Recorder(store)
+    recorder.expected = 5
+    sleeper = Sleeper()
+    async with SignalBus(store, [sleeper, recorder], grace_period=0.5) as bus:
+        for n in range(5):
+            await bus.emit(signal(n))
+        with anyio.fail_after(5):
+            await recorder.done.wait()
+        assert recorder.seen == list(range(5))
+        sleeper.release.set()
+
+
+@pytest.mark.asyncio
+async def test_repeated_idempotency_key_stores_one_signal(store: Store) -> None:
+    async with SignalBus(store, []) as bus:
+        first = await bus.emit(signal(1, idempotency_key="rhythm:x:1"))
+        again = await bus.emit(signal(2, idempotency_key="rhythm:x:1"))
+        assert not first.duplicate
+        assert again.duplicate and again.id == first.id
+        async with anyio.create_task_group() as tg:  # concurrent duplicates, one batch
+            for n in range(5):
+                tg.start_soon(bus.emit, signal(n, idempotency_key="rhythm:x:2"))
+    count = store.read_now(
+        lambda c: c.execute(select(func.count()).select_from(SignalRecord)).scalar()
+    )
+    assert count == 2
+
+
+@pytest.mark.asyncio
+async def test_unbound_signal_is_stored_as_unrouted(store: Store) -> None:
+    async with SignalBus(store, [Recorder(store)]) as bus:
+        stored = await bus.emit(signal(type="nobody.listens"))
+    unrouted = store.read_now(lambda c: list_signals(c, status="unrouted"))
+    assert [s["id"] for s in unrouted] == [stored.id]
+
+
+@pytest.mark.asyncio
+async def test_emit_raw_refuses_bad_input_and_stores_nothing(store: Store) -> None:
+    async with SignalBus(store, [Recorder(store)]) as bus:
+        with pytest.raises(SignalRejected) as exc:
+            await bus.emit_raw({"type": "test.ping"})
+        assert [e.field for e in exc.value.errors] == ["source_id"]
+    assert store.read_now(lambda c: list_signals(c)) == []
+
+
+@pytest.mark.asyncio
+async def test_workspace_defaults_to_the_bus_workspace(store: Store) -> None:
+    async with SignalBus(store, [], workspace="obadiah") as bus:
+        stored = await bus.emit(signal())
+    record = store.read_now(lambda c: get_signal(c, stored.id))
+    assert record is not None and record["workspace_id"] == "obadiah"
+
+
+class PoisonAware(Counter):
+    def apply(self, connection: Connection, signal: Signal) -> None:
+        if signal.payload.get("poison"):
+            raise PayloadError("poison", "refused")
+        super().apply(connection, signal)
+
+
+@pytest.mark.asyncio
+async def test_store_receptor_applies_once_and_a_poisoned_signal_writes_nothing(
+    store: Store,
+) -> None:
+    create_applied_table(store)
+    async with SignalBus(store, [PoisonAware()], retry=FAST) as bus:
+        ids = []
+        async with anyio.create_task_group() as tg:
+
+            async def emit(n: int) -> None:
+                ids.append((await bus.emit(signal(n, payload={"poison": n == 7}))).id)
+
+            for n in range(50):
+                tg.start_soon(emit, n)
+        for signal_id in ids:
+            await wait_for(bus, signal_id)
+        bad = [
+            i for i in ids if store.read_now(lambda c, i=i: get_signal(c, i))["payload"]["poison"]
+        ]  # type: ignore[index]
+    rows = applied(store)
+    assert sorted(rows) == sorted(set(ids) - set(bad))
+    assert store.read_now(lambda c: list_signals(c, status="dead"))[0]["id"] == bad[0]
+
+
+@pytest.mark.asyncio
+async def test_checkpoint_survives_into_the_next_attempt(store: Store) -> None:
+    class Stepper(Receptor):
+        key: ClassVar[str] = "stepper"
+        binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+        seen: ClassVar[list[Any]] = []
+
+        async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+            self.seen.append(delivery.checkpoint)
+            if delivery.checkpoint is None:
+                await delivery.save_checkpoint({"step": 1})
+                raise RuntimeError("crash after step 1")
+
+    async with SignalBus(store, [Stepper()], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"stepper": "delivered"}
+    assert Stepper.seen == [None, {"step": 1}]
+
+
+@pytest.mark.asyncio
+async def test_pending_deliveries_are_replayed_by_a_new_bus(store: Store) -> None:
+    async with SignalBus(store, []) as bus:  # no receptor running: nothing delivered
+        pass
+
+    # Emit through a bus whose receptor blocks, then stop it before anything is delivered.
+    class Blocked(Receptor):
+        key: ClassVar[str] = "recorder"
+        binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+        async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+            await anyio.sleep_forever()
+
+    async with SignalBus(store, [Blocked()], grace_period=0.1) as bus:
+        ids = [(await bus.emit(signal(n))).id for n in range(3)]
+    recorder = Recorder(store)
+    recorder.expected = 3
+    async with SignalBus(store, [recorder]):
+        with anyio.fail_after(10):
+            await recorder.done.wait()
+    assert recorder.seen == [0, 1, 2]
+    assert len(ids) == 3
+
+
+@pytest.mark.asyncio
+async def test_emit_after_close_is_refused(store: Store) -> None:
+    from daemon.bus import BusClosed
+
+    async with SignalBus(store, []) as bus:
+        pass
+    with pytest.raises(BusClosed):
+        await bus.emit(signal())
+
+
+@pytest.mark.asyncio
+async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
+    store: Store, db_url: str
+) -> None:
+    create_applied_table(store)
+    child = await anyio.open_process(
+        [sys.executable, str(Path(__file__).with_name("emitter_process.py")), db_url, "2000", "4"],
+        stderr=subprocess.DEVNULL,
+    )
+    acknowledged: list[str] = []
+    buffer = b""
+    assert child.stdout is not None
+    async for chunk in child.stdout:
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        acknowledged.extend(line.decode()[4:] for line in lines if line.startswith(b"ack "))
+        if len(acknowledged) >= 600:
+            child.send_signal(signal_module.SIGKILL)
+            break
+    await child.wait()
+    assert child.returncode == -signal_module.SIGKILL
+
+    async with SignalBus(store, [Counter()]) as bus:  # a new bus on the same database
+        with anyio.fail_after(30):
+            await bus.drained()
+        assert bus.accepting
+
+    stored = set(store.read_now(lambda c: c.execute(select(SignalRecord.id)).scalars()))
+    rows = applied(store)
+    assert set(acknowledged) <= stored, "every acknowledged signal is stored"
+    assert set(acknowledged) <= set(rows), "every acknowledged signal is applied"
+    assert len(rows) == len(set(rows)), "nothing is applied twice"
+    assert set(rows) == stored, "everything stored is applied, once"
