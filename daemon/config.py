@@ -1,0 +1,229 @@
+"""Configuration: one TOML file, found by ``--config``, then ``$CAMBIUM_CONFIG``, then the
+user config directory; with no file at all, the embedded defaults serve.
+
+Relative paths resolve against the config file's directory (the data directory when there is
+no file); ``~`` expands. A bad value is a :class:`ConfigError` naming the key and the rule.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import platformdirs
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from daemon.models.signal import NAME_PATTERN
+
+APP = "cambium"
+CONFIG_ENV = "CAMBIUM_CONFIG"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key and the rule."""
+
+
+def data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP))
+
+
+def runtime_dir() -> Path:
+    with warnings.catch_warnings():  # platformdirs warns when it falls back to /tmp
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir(APP))
+
+
+def user_config_file() -> Path:
+    return Path(platformdirs.user_config_dir(APP)) / "cambium.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StoreConfig(_Section):
+    url: str = ""
+
+
+class IngressConfig(_Section):
+    socket: Path = Path()
+    tcp: str | None = None  # "127.0.0.1:8765": loopback only, and only with token_file
+    token_file: Path | None = None
+    max_request_bytes: int = Field(1024 * 1024, ge=1024)
+
+    @field_validator("tcp")
+    @classmethod
+    def _loopback(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, _, port = value.rpartition(":")
+        host = host.strip("[]")
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError("must be a loopback address and port, like 127.0.0.1:8765")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must end with a port number, like 127.0.0.1:8765")
+        return value
+
+    @model_validator(mode="after")
+    def _tcp_needs_a_token(self) -> IngressConfig:
+        if self.tcp is not None and self.token_file is None:
+            raise ValueError("token_file is required when tcp is set (TCP always needs a token)")
+        return self
+
+    @property
+    def tcp_address(self) -> tuple[str, int] | None:
+        if self.tcp is None:
+            return None
+        host, _, port = self.tcp.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+class PathsConfig(_Section):
+    substrate: list[Path] = []
+    daily: Path = Path("memory/daily")
+    compost: Path = Path("memory/compost")
+
+
+class BusConfig(_Section):
+    max_attempts: int = Field(5, ge=1, le=100)
+    grace_period: float = Field(10.0, gt=0, le=600)
+
+
+class ObservationConfig(_Section):
+    reinforce_delta: float = Field(0.2, ge=0, le=1)
+
+
+class ConsolidationConfig(_Section):
+    extractor: str = "mock"
+    decay_days: float = Field(14, ge=0)
+
+
+class CompostConfig(_Section):
+    templates: list[str] | None = None  # read only these template ids; None = all
+
+
+class RhythmsConfig(_Section):
+    templates: list[Path] = []
+
+
+class LogConfig(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Config(_Section):
+    workspace: Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)] = "default"
+    timezone: str = "Europe/Berlin"
+    store: StoreConfig = StoreConfig()
+    ingress: IngressConfig = IngressConfig()
+    paths: PathsConfig = PathsConfig()
+    bus: BusConfig = BusConfig()
+    observation: ObservationConfig = ObservationConfig()
+    consolidation: ConsolidationConfig = ConsolidationConfig()
+    compost: CompostConfig = CompostConfig()
+    rhythms: RhythmsConfig = RhythmsConfig()
+    log: LogConfig = LogConfig()
+    source: Path | None = None  # the file this came from, if any
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def find_config_file(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        return explicit
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    candidate = user_config_file()
+    return candidate if candidate.is_file() else None
+
+
+def load_config(explicit: Path | None = None) -> Config:
+    path = find_config_file(explicit)
+    if path is None:
+        return _resolve(Config(), base=data_dir(), source=None)
+    path = path.expanduser()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_config(raw, source=path.resolve())
+
+
+def parse_config(raw: dict[str, Any], source: Path | None = None) -> Config:
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            key = ".".join(str(part) for part in error["loc"])
+            message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden":
+                message = "unknown key"
+            problems.append(f"{key}: {message}")
+        where = f"{source}: " if source else ""
+        raise ConfigError(where + "; ".join(problems)) from None
+    base = source.parent if source else data_dir()
+    return _resolve(config, base=base, source=source)
+
+
+def _resolve(config: Config, base: Path, source: Path | None) -> Config:
+    """Absolute paths everywhere, and the platform defaults where nothing was given."""
+
+    def absolute(path: Path) -> Path:
+        path = path.expanduser()
+        return path if path.is_absolute() else (base / path).absolute()
+
+    url = config.store.url or f"sqlite:///{data_dir() / 'cambium.db'}"
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        url = f"sqlite:///{absolute(Path(url.removeprefix('sqlite:///')))}"
+    socket = config.ingress.socket if config.ingress.socket != Path() else None
+    return config.model_copy(
+        update={
+            "source": source,
+            "store": StoreConfig(url=url),
+            "ingress": config.ingress.model_copy(
+                update={
+                    "socket": absolute(socket) if socket else runtime_dir() / "cambium.sock",
+                    "token_file": absolute(config.ingress.token_file)
+                    if config.ingress.token_file
+                    else None,
+                }
+            ),
+            "paths": PathsConfig(
+                substrate=[absolute(p) for p in config.paths.substrate],
+                daily=absolute(config.paths.daily),
+                compost=absolute(config.paths.compost),
+            ),
+            "rhythms": RhythmsConfig(templates=[absolute(p) for p in config.rhythms.templates]),
+        }
+    )

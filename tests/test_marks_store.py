@@ -1,0 +1,165 @@
+"""Marks, reinforcements and seeds on the real store (SQLite, and PostgreSQL when configured)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from daemon.models.tables import Mark, Reinforcement, Seed
+from daemon.store import Store
+from daemon.store import marks as mark_store
+from daemon.store import seeds as seed_store
+
+T0 = datetime(2026, 4, 11, tzinfo=UTC)
+
+
+def make_mark(mark_id: str, subject: str, **overrides: Any) -> Mark:
+    values: dict[str, Any] = {
+        "id": mark_id,
+        "workspace_id": "w",
+        "subject": subject,
+        "observation": f"about {subject}",
+        "evidence": {"note": "test"},
+        "initial_strength": 1.0,
+        "decay_rate": 7.0,
+        "observed_by": "tester",
+        "first_observed_at": T0,
+        "last_reinforced_at": T0,
+        "reinforcement_count": 0,
+        "affinity": [],
+        "substrate_refs": [],
+        "state": "active",
+        "created_at": T0,
+        "updated_at": T0,
+    }
+    return Mark(**(values | overrides))
+
+
+def insert(store: Store, *marks: Mark) -> None:
+    store.write_now(lambda c: [mark_store.insert_mark(c, m) for m in marks])
+
+
+def ids(store: Store, prefix: str, **kwargs: Any) -> list[str]:
+    found = store.read_now(lambda c: mark_store.find_marks(c, "w", prefix, **kwargs))
+    return sorted(m.id for m in found)
+
+
+def test_insert_find_and_idempotent_insert(store: Store) -> None:
+    insert(store, make_mark("m1", "user.sleep.bedtime"))
+    assert store.write_now(lambda c: mark_store.insert_mark(c, make_mark("m1", "other"))) is False
+    found = store.read_now(lambda c: mark_store.get_mark(c, "m1"))
+    assert found is not None and found.subject == "user.sleep.bedtime"
+    assert found.first_observed_at == T0
+
+
+def test_prefix_is_segment_bounded_and_escapes_wildcards(store: Store) -> None:
+    insert(
+        store,
+        make_mark("a", "user.sleep.bedtime"),
+        make_mark("b", "user.sleep.wake"),
+        make_mark("c", "user.food.breakfast"),
+        make_mark("d", "user.sleepover"),
+        make_mark("e", "arnold.sleep"),
+        make_mark("f", "axb.c"),
+        make_mark("g", "a%.x"),
+        make_mark("h", "ab"),
+        make_mark("i", "user.sleep"),
+    )
+    assert ids(store, "user.sleep") == ["a", "b", "i"]
+    assert ids(store, "a_b") == []
+    assert ids(store, "a%") == ["g"]
+    assert len(ids(store, "")) == 9
+    assert ids(store, "USER.Sleep.") == ["a", "b", "i"]
+
+
+def test_prefix_query_uses_the_index_on_sqlite(store: Store) -> None:
+    if store.dialect != "sqlite":
+        return
+    from sqlalchemy import select
+
+    query = select(mark_store.marks.c.id).where(
+        mark_store.marks.c.workspace_id == "w", mark_store.subject_condition("user.sleep")
+    )
+    compiled = query.compile(store.reader, compile_kwargs={"literal_binds": True})
+    plan = store.read_now(lambda c: c.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}").all())
+    detail = " ".join(str(row[-1]) for row in plan)
+    assert "ix_memory_marks_workspace_subject" in detail and "subject>" in detail
+
+
+def test_states_filter(store: Store) -> None:
+    insert(store, make_mark("a", "user.x"), make_mark("b", "user.y", state="withered"))
+    assert ids(store, "user") == ["a"]
+    assert ids(store, "user", states=("active", "withered")) == ["a", "b"]
+
+
+def test_reinforce_counts_revives_and_is_idempotent(store: Store) -> None:
+    insert(store, make_mark("m", "user.x", state="withered"))
+    mark = store.read_now(lambda c: mark_store.get_mark(c, "m"))
+    assert mark is not None
+    rf = Reinforcement(
+        id="rf1",
+        mark_id="m",
+        reinforced_at=T0 + timedelta(days=1),
+        reinforced_by="tester",
+        evidence={"note": "again"},
+        strength_delta=0.2,
+    )
+    assert store.write_now(lambda c: mark_store.reinforce(c, mark, rf)) is True
+    assert store.write_now(lambda c: mark_store.reinforce(c, mark, rf)) is False
+    after = store.read_now(lambda c: mark_store.get_mark(c, "m"))
+    assert after is not None
+    assert after.reinforcement_count == 1
+    assert after.last_reinforced_at == T0 + timedelta(days=1)
+    assert after.state == "active"
+    found = store.read_now(lambda c: mark_store.reinforcements_of(c, ["m"]))
+    assert [r.strength_delta for r in found["m"]] == [0.2]
+
+
+def test_wither_sweep(store: Store) -> None:
+    insert(store, make_mark("fresh", "a.b"), make_mark("old", "a.c", initial_strength=0.3))
+    withered = store.write_now(lambda c: mark_store.wither_sweep(c, "w", T0 + timedelta(days=21)))
+    assert withered == ["old"]
+    assert ids(store, "a", states=("withered",)) == ["old"]
+
+
+def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
+    def seed(seed_id: str, minutes: int) -> Seed:
+        at = T0 + timedelta(minutes=minutes)
+        return Seed(
+            id=seed_id,
+            workspace_id="w",
+            subject="user.food",
+            proposed_change="add a line",
+            target_file="long-term/lessons.md",
+            based_on_marks=["m1"],
+            planted_at=at,
+            planted_by="agent",
+            state="pending",
+            created_at=at,
+            updated_at=at,
+        )
+
+    store.write_now(
+        lambda c: [
+            seed_store.insert_seed(c, seed("s1", 0)),
+            seed_store.insert_seed(c, seed("s2", 1)),
+        ]
+    )
+    reviewed_at = T0 + timedelta(days=4)
+    assert store.write_now(
+        lambda c: seed_store.review_seed(c, "s1", "accepted", "joshua", reviewed_at)
+    )
+    assert not store.write_now(
+        lambda c: seed_store.review_seed(c, "s1", "rejected", "joshua", reviewed_at)
+    )
+    pending = store.read_now(lambda c: seed_store.list_seeds(c, "w", "pending"))
+    assert [s.id for s in pending] == ["s2"]
+    all_seeds = store.read_now(lambda c: seed_store.list_seeds(c, "w"))
+    assert [s.id for s in all_seeds] == ["s2", "s1"]
+    accepted = store.read_now(lambda c: seed_store.get_seed(c, "s1"))
+    assert accepted is not None
+    assert (accepted.state, accepted.reviewed_by, accepted.reviewed_at) == (
+        "accepted",
+        "joshua",
+        reviewed_at,
+    )
