@@ -22,7 +22,7 @@ from daemon.bus import (
     SignalBus,
 )
 from daemon.models.signal import Signal, SignalRejected
-from daemon.models.tables import SignalRecord
+from daemon.models.tables import SignalTable
 from daemon.store import Store
 from daemon.store.signals import get_signal, list_signals
 
@@ -172,7 +172,7 @@ async def test_repeated_idempotency_key_stores_one_signal(store: Store) -> None:
             for n in range(5):
                 tg.start_soon(bus.emit, signal(n, idempotency_key="rhythm:x:2"))
     count = store.read_now(
-        lambda c: c.execute(select(func.count()).select_from(SignalRecord)).scalar()
+        lambda c: c.execute(select(func.count()).select_from(SignalTable)).scalar()
     )
     assert count == 2
 
@@ -313,7 +313,7 @@ async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
             await bus.drained()
         assert bus.accepting
 
-    stored = set(store.read_now(lambda c: c.execute(select(SignalRecord.id)).scalars()))
+    stored = set(store.read_now(lambda c: c.execute(select(SignalTable.id)).scalars()))
     rows = applied(store)
     assert set(acknowledged) <= stored, "every acknowledged signal is stored"
     assert set(acknowledged) <= set(rows), "every acknowledged signal is applied"

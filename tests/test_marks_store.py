@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from daemon.models.tables import Mark, Reinforcement, Seed
+from daemon.models.memory import Mark, Reinforcement, Seed
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from daemon.store import seeds as seed_store
@@ -36,7 +36,7 @@ def make_mark(mark_id: str, subject: str, **overrides: Any) -> Mark:
 
 
 def insert(store: Store, *marks: Mark) -> None:
-    store.write_now(lambda c: [mark_store.insert_mark(c, m) for m in marks])
+    store.write_now(lambda c: mark_store.insert_marks(c, marks))
 
 
 def ids(store: Store, prefix: str, **kwargs: Any) -> list[str]:
@@ -46,7 +46,7 @@ def ids(store: Store, prefix: str, **kwargs: Any) -> list[str]:
 
 def test_insert_find_and_idempotent_insert(store: Store) -> None:
     insert(store, make_mark("m1", "user.sleep.bedtime"))
-    assert store.write_now(lambda c: mark_store.insert_mark(c, make_mark("m1", "other"))) is False
+    insert(store, make_mark("m1", "other"))  # the same id again: ignored
     found = store.read_now(lambda c: mark_store.get_mark(c, "m1"))
     assert found is not None and found.subject == "user.sleep.bedtime"
     assert found.first_observed_at == T0
@@ -104,8 +104,8 @@ def test_reinforce_counts_revives_and_is_idempotent(store: Store) -> None:
         evidence={"note": "again"},
         strength_delta=0.2,
     )
-    assert store.write_now(lambda c: mark_store.reinforce(c, mark, rf)) is True
-    assert store.write_now(lambda c: mark_store.reinforce(c, mark, rf)) is False
+    store.write_now(lambda c: mark_store.reinforce_many(c, [(mark, rf)]))
+    store.write_now(lambda c: mark_store.reinforce_many(c, [(mark, rf)]))  # same id: ignored
     after = store.read_now(lambda c: mark_store.get_mark(c, "m"))
     assert after is not None
     assert after.reinforcement_count == 1

@@ -1,7 +1,13 @@
 """The signal bus: persist every signal, then deliver it to the receptors bound to its type."""
 
 from daemon.bus.bus import BusClosed, RetryPolicy, SignalBus
-from daemon.bus.receptor import DeliveryContext, PayloadError, Receptor, StoreReceptor
+from daemon.bus.receptor import (
+    DeliveryContext,
+    PayloadError,
+    Receptor,
+    StoppedAt,
+    StoreReceptor,
+)
 
 __all__ = [
     "BusClosed",
@@ -10,5 +16,6 @@ __all__ = [
     "Receptor",
     "RetryPolicy",
     "SignalBus",
+    "StoppedAt",
     "StoreReceptor",
 ]

@@ -23,12 +23,18 @@ import anyio
 import structlog
 from sqlalchemy.engine import Connection
 
-from daemon.bus.receptor import DeliveryContext, PayloadError, Receptor, StoreReceptor
+from daemon.bus.receptor import (
+    DeliveryContext,
+    PayloadError,
+    Receptor,
+    StoppedAt,
+    StoreReceptor,
+)
 from daemon.clock import Clock, utcnow
 from daemon.models.signal import Signal
 from daemon.store import Store
 from daemon.store import signals as log_store
-from daemon.store.signals import PendingDelivery, Stored
+from daemon.store.signals import NewSignal, PendingDelivery, Stored
 
 T = TypeVar("T")
 
@@ -70,6 +76,7 @@ class SignalBus:
         clock: Clock = utcnow,
         batch_size: int = 256,
         grace_period: float = 10.0,
+        linger: float = 0.002,
     ) -> None:
         keys = [r.key for r in receptors]
         if len(set(keys)) != len(keys):
@@ -81,6 +88,7 @@ class SignalBus:
         self.clock = clock
         self.batch_size = batch_size
         self.grace_period = grace_period
+        self.linger = linger
         self._routes: dict[str, list[str]] = {}
         for receptor in self.receptors:
             for signal_type in receptor.binds:
@@ -166,10 +174,8 @@ class SignalBus:
         if signal.workspace_id is None:
             signal = signal.model_copy(update={"workspace_id": self.workspace})
         receptors = self._routes.get(signal.type, [])
-        stored = await self.store.write(
-            partial(
-                log_store.insert_signal, signal=signal, receptors=receptors, stored_at=self.clock()
-            )
+        stored = await self.store.writer.submit_item(
+            log_store.insert_signals, NewSignal(signal, receptors, self.clock())
         )
         if not stored.duplicate:
             for key in receptors:
@@ -222,6 +228,9 @@ class SignalBus:
                 )
                 if not batch:
                     await wake.wait()
+                    # Let signals arriving together be delivered together: one transaction
+                    # for many instead of one each, at the cost of this much latency.
+                    await anyio.sleep(self.linger)
                     continue
                 failure = await self._deliver_batch(receptor, batch)
                 if failure is not None:
@@ -246,30 +255,35 @@ class SignalBus:
     async def _apply_store_batch(
         self, receptor: StoreReceptor, batch: list[PendingDelivery]
     ) -> _Failure | None:
-        """Apply consecutive deliveries in one transaction, stopping at the first failure
-        (later ones must wait for it: per-receptor order)."""
+        """Apply consecutive deliveries in one transaction with their done-marks. If one
+        fails, the transaction is undone and the ones before it are applied again without
+        it; the failed one holds back the rest (per-receptor order)."""
         started = time.perf_counter()
         now = self.clock()
 
-        def job(connection: Connection) -> tuple[int, BaseException | None]:
-            for index, delivery in enumerate(batch):
-                try:
-                    with connection.begin_nested():
-                        if log_store.mark_delivered(
-                            connection, delivery.id, delivery.attempts + 1, now
-                        ):
-                            receptor.apply(connection, delivery.signal)
-                except Exception as exc:
-                    return index, exc
-            return len(batch), None
+        def job(connection: Connection) -> None:
+            done = log_store.mark_many_delivered(connection, [d.id for d in batch], now)
+            if done != len(batch):
+                raise RuntimeError("deliveries changed under the bus; applying one by one")
+            receptor.apply_batch(connection, [d.signal for d in batch])
 
-        done, error = await self.store.write(job)
+        try:
+            await self.store.write(job, durable=False)
+        except StoppedAt as stop:
+            if stop.index == 0:
+                return _Failure(batch[0], stop.error)
+            failure = await self._apply_store_batch(receptor, batch[: stop.index])
+            return failure or _Failure(batch[stop.index], stop.error)
+        except Exception:
+            for delivery in batch:  # no index to go by: one transaction each
+                failure = await self._deliver_one(receptor, delivery)
+                if failure is not None:
+                    return failure
+            return None
         duration = time.perf_counter() - started
-        for delivery in batch[:done]:
+        for delivery in batch:
             self._log_outcome(receptor, delivery, "delivered", duration, batch=len(batch))
         self._announce_progress()
-        if error is not None:
-            return _Failure(batch[done], error)
         return None
 
     async def _deliver_one(self, receptor: Receptor, delivery: PendingDelivery) -> _Failure | None:
@@ -282,7 +296,7 @@ class SignalBus:
                 log_store.mark_delivered(connection, delivery.id, attempt, self.clock())
                 return result
 
-            return await self.store.write(with_done_mark)
+            return await self.store.write(with_done_mark, durable=False)
 
         async def save_checkpoint(checkpoint: dict[str, Any]) -> None:
             await self.store.write(
@@ -311,7 +325,8 @@ class SignalBus:
                         delivery_id=delivery.id,
                         attempt=attempt,
                         now=self.clock(),
-                    )
+                    ),
+                    durable=False,
                 )
         except Exception as exc:
             return _Failure(delivery, exc)
@@ -336,7 +351,8 @@ class SignalBus:
                 error=error,
                 now=now,
                 retry_at=retry_at,
-            )
+            ),
+            durable=False,
         )
         outcome = "dead" if dead else "retrying"
         self._log_outcome(receptor, delivery, outcome, None, error=error, retry_in=delay or None)

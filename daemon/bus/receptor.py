@@ -4,16 +4,16 @@ A :class:`Receptor` has a stable ``key`` (it names the receptor's deliveries in 
 and the signal types it ``binds``. The bus calls :meth:`Receptor.deliver` at least once per
 stored signal of those types, in persisted order, so every receptor must be idempotent.
 
-A :class:`StoreReceptor` is a receptor whose whole effect is a write to the store. It only
-implements :meth:`StoreReceptor.apply`; the bus runs that inside the very transaction that
-marks the delivery done (many deliveries per transaction), which makes it effectively-once
-without any further bookkeeping.
+A :class:`StoreReceptor` is a receptor whose whole effect is a write to the store. It
+implements :meth:`StoreReceptor.apply` (and may override :meth:`StoreReceptor.apply_batch`
+to write many signals in few statements); the bus runs it inside the very transaction that
+marks the deliveries done, which makes it effectively-once without further bookkeeping.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -31,6 +31,15 @@ class PayloadError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"payload.{field}: {message}")
+
+
+class StoppedAt(Exception):
+    """Signal number ``index`` of a batch failed with ``error``; the ones before it did not."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
 
 
 class DeliveryContext:
@@ -87,6 +96,16 @@ class StoreReceptor(Receptor):
     def apply(self, connection: Connection, signal: Signal) -> None:
         """Write the signal's effect. Runs in the writer's transaction (in a SAVEPOINT):
         touch only ``connection``; raise to undo everything this call wrote."""
+
+    def apply_batch(self, connection: Connection, signals: Sequence[Signal]) -> None:
+        """Write the effect of ``signals``, in order, as if ``apply`` ran for each. Raise
+        :class:`StoppedAt` to say which one failed: the bus undoes the whole call, applies the
+        ones before it again, and retries the failed one on its own."""
+        for index, signal in enumerate(signals):
+            try:
+                self.apply(connection, signal)
+            except Exception as exc:
+                raise StoppedAt(index, exc) from exc
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         await delivery.commit(lambda connection: self.apply(connection, signal))

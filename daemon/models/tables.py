@@ -45,7 +45,7 @@ def _json(default: Any) -> Any:
     return Field(default_factory=default, sa_column=Column(JSON, nullable=False))
 
 
-class SignalRecord(SQLModel, table=True):
+class SignalTable(SQLModel, table=True):
     __tablename__ = "signals"
     __table_args__ = (Index("ix_signals_type_stored", "type", "stored_at"),)
 
@@ -67,7 +67,7 @@ class SignalRecord(SQLModel, table=True):
     causation_id: str | None = Field(default=None, max_length=128)
 
 
-class Delivery(SQLModel, table=True):
+class DeliveryTable(SQLModel, table=True):
     """One row per (signal, bound receptor). ``id`` order is persisted order."""
 
     __tablename__ = "deliveries"
@@ -90,7 +90,7 @@ class Delivery(SQLModel, table=True):
     delivered_at: datetime | None = _instant(nullable=True)
 
 
-class Mark(SQLModel, table=True):
+class MarkTable(SQLModel, table=True):
     """A typed, timestamped, evidence-linked observation about a dot-path subject."""
 
     __tablename__ = "memory_marks"
@@ -101,6 +101,7 @@ class Mark(SQLModel, table=True):
             "subject",
             postgresql_ops={"subject": "text_pattern_ops"},
         ),
+        Index("ix_memory_marks_workspace_fingerprint", "workspace_id", "fingerprint"),
         Index("ix_memory_marks_state", "state"),
         Index("ix_memory_marks_first_observed", "first_observed_at"),
     )
@@ -109,6 +110,9 @@ class Mark(SQLModel, table=True):
     workspace_id: str = Field(max_length=128, index=True)
     subject: str = Field(sa_column=Column(SUBJECT, nullable=False))
     observation: str
+    # Hash of (subject, observation): finds "the same observation" through an index,
+    # however long the text. Set by the store on insert.
+    fingerprint: str = Field(default="", max_length=64)
     evidence: dict[str, Any] = _json(dict)
     initial_strength: float
     decay_rate: float  # half-life in days; 0 = no decay
@@ -123,7 +127,7 @@ class Mark(SQLModel, table=True):
     updated_at: datetime = _instant()
 
 
-class Reinforcement(SQLModel, table=True):
+class ReinforcementTable(SQLModel, table=True):
     __tablename__ = "memory_mark_reinforcements"
 
     id: str = Field(primary_key=True, max_length=128)
@@ -134,7 +138,7 @@ class Reinforcement(SQLModel, table=True):
     strength_delta: float
 
 
-class Seed(SQLModel, table=True):
+class SeedTable(SQLModel, table=True):
     """A proposal that the user add something to a substrate file. Never applied here."""
 
     __tablename__ = "memory_seeds"
@@ -154,7 +158,7 @@ class Seed(SQLModel, table=True):
     updated_at: datetime = _instant()
 
 
-class RhythmState(SQLModel, table=True):
+class RhythmStateTable(SQLModel, table=True):
     """When each rhythm was first scheduled, so catch-up never fires slots from before."""
 
     __tablename__ = "rhythm_state"

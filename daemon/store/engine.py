@@ -72,8 +72,8 @@ class Store:
         self.writer.engine.dispose()
         self.reader.dispose()
 
-    async def write(self, job: Callable[[Connection], T]) -> T:
-        return await self.writer.submit(job)
+    async def write(self, job: Callable[[Connection], T], *, durable: bool = True) -> T:
+        return await self.writer.submit(job, durable=durable)
 
     async def read(self, query: Callable[[Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self.read_now, query)

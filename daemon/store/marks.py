@@ -2,36 +2,42 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.memory.strength import WITHER_THRESHOLD, strength
 from daemon.memory.subjects import escape_like, normalize_subject
-from daemon.models.tables import Mark, Reinforcement
+from daemon.models.memory import Mark, Reinforcement
+from daemon.models.tables import MarkTable, ReinforcementTable
+from daemon.store.sql import insert_ignoring_duplicates
 
-marks = Mark.__table__  # type: ignore[attr-defined]
-reinforcements = Reinforcement.__table__  # type: ignore[attr-defined]
+marks = MarkTable.__table__  # type: ignore[attr-defined]
+reinforcements = ReinforcementTable.__table__  # type: ignore[attr-defined]
 
 MARK_STATES = ("active", "withered", "promoted")
 
 
 def _mark(row: Any) -> Mark:
-    return Mark(**row._mapping)
+    return Mark.from_row(row._mapping)
 
 
-def insert_mark(connection: Connection, mark: Mark) -> bool:
-    """Insert unless a mark with this id exists (ids are derived from what made the mark,
-    so a repeat is the same mark). True if inserted."""
-    if connection.execute(select(marks.c.id).where(marks.c.id == mark.id)).first():
-        return False
-    connection.execute(insert(marks), [mark.model_dump()])
-    return True
+def fingerprint(subject: str, observation: str) -> str:
+    return hashlib.sha256(f"{subject}\x1f{observation}".encode()).hexdigest()[:32]
+
+
+def insert_marks(connection: Connection, new: Sequence[Mark]) -> None:
+    """Insert marks in one statement, skipping ids already stored (ids are derived from
+    what made a mark, so a repeat is the same mark)."""
+    if new:
+        rows = [m.to_row() | {"fingerprint": fingerprint(m.subject, m.observation)} for m in new]
+        connection.execute(insert_ignoring_duplicates(marks, connection.dialect.name), rows)
 
 
 def get_mark(connection: Connection, mark_id: str) -> Mark | None:
@@ -68,43 +74,72 @@ def find_marks(
     return [_mark(row) for row in connection.execute(query)]
 
 
-def find_same_observation(
-    connection: Connection, workspace: str, subject: str, observation: str
-) -> Mark | None:
-    """The active or withered mark saying the same thing about the same subject."""
-    row = connection.execute(
+ObservationKey = tuple[str, str, str]  # workspace, normalized subject, observation text
+
+
+def find_same_observations(
+    connection: Connection, keys: Iterable[ObservationKey]
+) -> dict[ObservationKey, Mark]:
+    """For each key, the oldest active or withered mark saying that (found by fingerprint
+    through an index, however long the text)."""
+    wanted = set(keys)
+    found: dict[ObservationKey, Mark] = {}
+    if not wanted:
+        return found
+    rows = connection.execute(
         select(marks)
         .where(
-            marks.c.workspace_id == workspace,
-            marks.c.subject == subject,
-            marks.c.observation == observation,
+            marks.c.workspace_id.in_({w for w, _, _ in wanted}),
+            marks.c.fingerprint.in_({fingerprint(s, o) for _, s, o in wanted}),
             marks.c.state.in_(("active", "withered")),
         )
         .order_by(marks.c.first_observed_at)
-        .limit(1)
-    ).first()
-    return None if row is None else _mark(row)
-
-
-def reinforce(connection: Connection, mark: Mark, reinforcement: Reinforcement) -> bool:
-    """Record a reinforcement (once per id), count it, and revive a withered mark."""
-    exists = connection.execute(
-        select(reinforcements.c.id).where(reinforcements.c.id == reinforcement.id)
-    ).first()
-    if exists:
-        return False
-    connection.execute(insert(reinforcements), [reinforcement.model_dump()])
-    connection.execute(
-        update(marks)
-        .where(marks.c.id == mark.id)
-        .values(
-            reinforcement_count=marks.c.reinforcement_count + 1,
-            last_reinforced_at=max(mark.last_reinforced_at, reinforcement.reinforced_at),
-            state="active",
-            updated_at=reinforcement.reinforced_at,
-        )
     )
-    return True
+    for row in rows:
+        key = (row.workspace_id, row.subject, row.observation)
+        if key in wanted and key not in found:
+            found[key] = _mark(row)
+    return found
+
+
+def reinforce_many(connection: Connection, boosts: Sequence[tuple[Mark, Reinforcement]]) -> None:
+    """Record reinforcements (each id once), count them on their marks, revive withered ones.
+    ``Mark.last_reinforced_at`` must be the mark's stored value."""
+    if not boosts:
+        return
+    ids = [r.id for _, r in boosts]
+    stored = set(
+        connection.execute(
+            select(reinforcements.c.id).where(reinforcements.c.id.in_(ids))
+        ).scalars()
+    )
+    fresh = [(m, r) for m, r in boosts if r.id not in stored]
+    if not fresh:
+        return
+    connection.execute(insert(reinforcements), [r.to_row() for _, r in fresh])
+    counts: dict[str, int] = defaultdict(int)
+    latest: dict[str, datetime] = {}
+    for mark, reinforcement in fresh:
+        counts[mark.id] += 1
+        latest[mark.id] = max(
+            latest.get(mark.id, mark.last_reinforced_at), reinforcement.reinforced_at
+        )
+    connection.execute(
+        _COUNT_REINFORCEMENTS,
+        [{"mark_id": i, "n": counts[i], "at": latest[i]} for i in counts],
+    )
+
+
+_COUNT_REINFORCEMENTS = (
+    update(marks)
+    .where(marks.c.id == bindparam("mark_id"))
+    .values(
+        reinforcement_count=marks.c.reinforcement_count + bindparam("n"),
+        last_reinforced_at=bindparam("at"),
+        state="active",
+        updated_at=bindparam("at"),
+    )
+)
 
 
 def reinforcements_of(
@@ -118,7 +153,7 @@ def reinforcements_of(
             .where(reinforcements.c.mark_id.in_(ids[start : start + 500]))
             .order_by(reinforcements.c.reinforced_at)
         ):
-            found[row.mark_id].append(Reinforcement(**row._mapping))
+            found[row.mark_id].append(Reinforcement.from_row(row._mapping))
     return found
 
 

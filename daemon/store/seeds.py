@@ -4,26 +4,25 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from daemon.models.tables import Seed
+from daemon.models.memory import Seed
+from daemon.models.tables import SeedTable
+from daemon.store.sql import insert_or_ignore
 
-seeds = Seed.__table__  # type: ignore[attr-defined]
+seeds = SeedTable.__table__  # type: ignore[attr-defined]
 
 SEED_STATES = ("pending", "accepted", "rejected")
 
 
 def insert_seed(connection: Connection, seed: Seed) -> bool:
-    if connection.execute(select(seeds.c.id).where(seeds.c.id == seed.id)).first():
-        return False
-    connection.execute(insert(seeds), [seed.model_dump()])
-    return True
+    return insert_or_ignore(connection, seeds, seed.to_row())
 
 
 def get_seed(connection: Connection, seed_id: str) -> Seed | None:
     row = connection.execute(select(seeds).where(seeds.c.id == seed_id)).first()
-    return None if row is None else Seed(**row._mapping)
+    return None if row is None else Seed.from_row(row._mapping)
 
 
 def list_seeds(connection: Connection, workspace: str, state: str | None = None) -> list[Seed]:
@@ -31,7 +30,7 @@ def list_seeds(connection: Connection, workspace: str, state: str | None = None)
     if state is not None:
         query = query.where(seeds.c.state == state)
     rows = connection.execute(query.order_by(seeds.c.planted_at.desc(), seeds.c.id))
-    return [Seed(**row._mapping) for row in rows]
+    return [Seed.from_row(row._mapping) for row in rows]
 
 
 def review_seed(

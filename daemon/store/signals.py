@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, exists, func, insert, select, update
+from sqlalchemy import Row, and_, bindparam, exists, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.models.signal import Signal
-from daemon.models.tables import Delivery, SignalRecord
+from daemon.models.tables import DeliveryTable, SignalTable
 
-signals = SignalRecord.__table__  # type: ignore[attr-defined]
-deliveries = Delivery.__table__  # type: ignore[attr-defined]
+signals = SignalTable.__table__  # type: ignore[attr-defined]
+deliveries = DeliveryTable.__table__  # type: ignore[attr-defined]
 
 DELIVERY_STATUSES = ("pending", "delivered", "dead")
 
@@ -35,36 +36,73 @@ class PendingDelivery:
     signal: Signal
 
 
-def insert_signal(
-    connection: Connection, signal: Signal, receptors: list[str], stored_at: datetime
-) -> Stored:
-    """Store ``signal`` and one pending delivery per receptor, unless its idempotency key
-    (or its id) is already stored, in which case store nothing and name the first one."""
-    if signal.idempotency_key is not None:
-        existing = connection.execute(
-            select(signals.c.id).where(signals.c.idempotency_key == signal.idempotency_key)
-        ).scalar()
-        if existing is not None:
-            return Stored(existing, duplicate=True)
-    if connection.execute(select(signals.c.id).where(signals.c.id == signal.id)).first():
-        return Stored(signal.id, duplicate=True)
-    connection.execute(insert(signals), [signal_row(signal, stored_at)])
-    if receptors:
-        connection.execute(
-            insert(deliveries),
-            [
-                {
-                    "signal_id": signal.id,
-                    "receptor": receptor,
-                    "status": "pending",
-                    "attempts": 0,
-                    "created_at": stored_at,
-                    "updated_at": stored_at,
-                }
-                for receptor in receptors
-            ],
+@dataclass(frozen=True)
+class NewSignal:
+    """A validated signal on its way into the store, with the receptors it is routed to."""
+
+    signal: Signal
+    receptors: list[str]
+    stored_at: datetime
+
+
+_ALREADY_STORED = select(signals.c.id, signals.c.idempotency_key).where(
+    or_(
+        signals.c.id.in_(bindparam("ids", expanding=True)),
+        signals.c.idempotency_key.in_(bindparam("keys", expanding=True)),
+    )
+)
+_INSERT_SIGNALS = insert(signals)
+_INSERT_DELIVERIES = insert(deliveries)
+
+
+def insert_signals(connection: Connection, new: Sequence[NewSignal]) -> list[Stored]:
+    """Store each signal and one pending delivery per receptor, unless its id or
+    idempotency key is already stored (or came earlier in ``new``): then store nothing and
+    name the first one. Multi-row inserts, for group commit."""
+    ids = [n.signal.id for n in new]
+    keys = [n.signal.idempotency_key for n in new if n.signal.idempotency_key is not None]
+    taken_ids: set[str] = set()
+    taken_keys: dict[str, str] = {}
+    for start in range(0, max(len(ids), len(keys)), 500):  # bounded IN lists
+        found = connection.execute(
+            _ALREADY_STORED, {"ids": ids[start : start + 500], "keys": keys[start : start + 500]}
         )
-    return Stored(signal.id, duplicate=False)
+        for row in found:
+            taken_ids.add(row.id)
+            if row.idempotency_key is not None:
+                taken_keys[row.idempotency_key] = row.id
+    results: list[Stored] = []
+    signal_rows: list[dict[str, Any]] = []
+    delivery_rows: list[dict[str, Any]] = []
+    for n in new:
+        signal, key = n.signal, n.signal.idempotency_key
+        if key is not None and key in taken_keys:
+            results.append(Stored(taken_keys[key], duplicate=True))
+            continue
+        if signal.id in taken_ids:
+            results.append(Stored(signal.id, duplicate=True))
+            continue
+        taken_ids.add(signal.id)
+        if key is not None:
+            taken_keys[key] = signal.id
+        results.append(Stored(signal.id, duplicate=False))
+        signal_rows.append(signal_row(signal, n.stored_at))
+        delivery_rows.extend(
+            {
+                "signal_id": signal.id,
+                "receptor": receptor,
+                "status": "pending",
+                "attempts": 0,
+                "created_at": n.stored_at,
+                "updated_at": n.stored_at,
+            }
+            for receptor in n.receptors
+        )
+    if signal_rows:
+        connection.execute(_INSERT_SIGNALS, signal_rows)
+    if delivery_rows:
+        connection.execute(_INSERT_DELIVERIES, delivery_rows)
+    return results
 
 
 def signal_row(signal: Signal, stored_at: datetime) -> dict[str, Any]:
@@ -110,23 +148,23 @@ def signal_from_row(row: Row[Any]) -> Signal:
     )
 
 
-_SIGNAL_COLUMNS = [c for c in signals.c if c.name != "stored_at"]
+_PENDING = (
+    select(
+        deliveries.c.id.label("delivery_id"),
+        deliveries.c.attempts,
+        deliveries.c.checkpoint,
+        *[c for c in signals.c if c.name != "stored_at"],
+    )
+    .join(signals, signals.c.id == deliveries.c.signal_id)
+    .where(deliveries.c.receptor == bindparam("receptor"), deliveries.c.status == "pending")
+    .order_by(deliveries.c.id)
+    .limit(bindparam("limit"))
+)
 
 
 def pending_deliveries(connection: Connection, receptor: str, limit: int) -> list[PendingDelivery]:
     """The receptor's pending deliveries in persisted order."""
-    rows = connection.execute(
-        select(
-            deliveries.c.id.label("delivery_id"),
-            deliveries.c.attempts,
-            deliveries.c.checkpoint,
-            *_SIGNAL_COLUMNS,
-        )
-        .join(signals, signals.c.id == deliveries.c.signal_id)
-        .where(deliveries.c.receptor == receptor, deliveries.c.status == "pending")
-        .order_by(deliveries.c.id)
-        .limit(limit)
-    ).all()
+    rows = connection.execute(_PENDING, {"receptor": receptor, "limit": limit}).all()
     return [
         PendingDelivery(
             id=row.delivery_id,
@@ -139,21 +177,49 @@ def pending_deliveries(connection: Connection, receptor: str, limit: int) -> lis
     ]
 
 
+_MARK_DELIVERED = (
+    update(deliveries)
+    .where(deliveries.c.id == bindparam("delivery_id"), deliveries.c.status == "pending")
+    .values(
+        status="delivered",
+        attempts=bindparam("attempt"),
+        last_error=None,
+        next_attempt_at=None,
+        delivered_at=bindparam("now"),
+        updated_at=bindparam("now"),
+    )
+)
+
+
 def mark_delivered(connection: Connection, delivery_id: int, attempt: int, now: datetime) -> bool:
     """Mark a pending delivery done; False if it was not pending (someone got there first)."""
     result = connection.execute(
-        update(deliveries)
-        .where(deliveries.c.id == delivery_id, deliveries.c.status == "pending")
-        .values(
-            status="delivered",
-            attempts=attempt,
-            last_error=None,
-            next_attempt_at=None,
-            delivered_at=now,
-            updated_at=now,
-        )
+        _MARK_DELIVERED, {"delivery_id": delivery_id, "attempt": attempt, "now": now}
     )
     return result.rowcount == 1
+
+
+_MARK_MANY_DELIVERED = (
+    update(deliveries)
+    .where(
+        deliveries.c.id.in_(bindparam("delivery_ids", expanding=True)),
+        deliveries.c.status == "pending",
+    )
+    .values(
+        status="delivered",
+        attempts=deliveries.c.attempts + 1,
+        last_error=None,
+        next_attempt_at=None,
+        delivered_at=bindparam("now"),
+        updated_at=bindparam("now"),
+    )
+)
+
+
+def mark_many_delivered(connection: Connection, delivery_ids: list[int], now: datetime) -> int:
+    """Mark pending deliveries done, each counting one more attempt; how many were pending."""
+    result = connection.execute(_MARK_MANY_DELIVERED, {"delivery_ids": delivery_ids, "now": now})
+    return result.rowcount
 
 
 def record_failure(

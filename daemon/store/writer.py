@@ -1,12 +1,21 @@
 """Group commit: one thread owns the write connection and commits many callers' work at once.
 
-Callers submit *jobs* (functions of a :class:`Connection`). The writer takes everything that
-is queued, runs it in one transaction, commits (for SQLite with ``synchronous=FULL``: one
-fsync), and only then answers each caller. Under load this turns N fsyncs into one; alone,
-it costs one thread hop.
+Callers submit work; the writer takes everything that is queued, runs it in one
+transaction, commits (for SQLite with ``synchronous=FULL``: one fsync), and only then
+answers each caller. Under load this turns N fsyncs into one; alone, it costs a thread hop.
 
-If any job in a batch raises, the batch is rolled back and its jobs are run again one
-transaction each, so one caller's failure never undoes another's work. A job may therefore
+Work comes in two shapes. A *job* is a function of a :class:`Connection`. An *item* is a
+value for a *batch function* ``(connection, items) -> results``: consecutive items for the
+same batch function are handed to it together, so N emits become one multi-row INSERT.
+
+Work that only records what is derived from durable work (a receptor's effects together with
+its delivery's done-mark) may be submitted with ``durable=False``: a transaction holding
+only such work commits without waiting for fsync. If power is lost before a later durable
+commit flushes it, it is lost whole, and the delivery it marked done is simply delivered
+again. Anything an acknowledgement depends on stays durable.
+
+If anything in a transaction raises, it is rolled back and its work is run again one
+caller per transaction, so one caller's failure never undoes another's. Work may therefore
 run more than once inside a rolled-back transaction: it must touch only the connection and
 communicate only through its return value.
 """
@@ -16,15 +25,17 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from itertools import groupby
 from typing import Any, TypeVar
 
 import structlog
 from sqlalchemy.engine import Connection, Engine
 
 T = TypeVar("T")
-Job = Callable[[Connection], Any]
+I = TypeVar("I")  # noqa: E741
+BatchFunction = Callable[[Connection, Sequence[Any]], Sequence[Any]]
 
 log = structlog.get_logger("cambium.writer")
 
@@ -35,6 +46,20 @@ class WriterClosed(RuntimeError):
     """The writer is stopped; nothing was written."""
 
 
+def _run_jobs(connection: Connection, jobs: Sequence[Callable[[Connection], Any]]) -> list[Any]:
+    return [job(connection) for job in jobs]
+
+
+class _Work:
+    __slots__ = ("batch_function", "durable", "future", "item")
+
+    def __init__(self, batch_function: BatchFunction, item: Any, durable: bool) -> None:
+        self.batch_function = batch_function
+        self.item = item
+        self.durable = durable
+        self.future: Future[Any] = Future()
+
+
 class Writer:
     def __init__(self, engine: Engine, *, max_batch: int = 512) -> None:
         self.engine = engine
@@ -42,6 +67,7 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._synchronous_full: bool | None = None  # SQLite's setting on the connection
         self.batches = 0
         self.jobs = 0
 
@@ -65,13 +91,27 @@ class Writer:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    async def submit(self, job: Callable[[Connection], T]) -> T:
-        """Run ``job`` in the next batch; return its result once the batch is durable."""
+    async def submit(self, job: Callable[[Connection], T], *, durable: bool = True) -> T:
+        """Run ``job`` in the next transaction; return its result once that is committed
+        (and durable, unless ``durable=False``)."""
+        result: T = await self.submit_item(_run_jobs, job, durable=durable)
+        return result
+
+    async def submit_item(
+        self,
+        batch_function: Callable[[Connection, Sequence[I]], Sequence[T]],
+        item: I,
+        *,
+        durable: bool = True,
+    ) -> T:
+        """Hand ``item`` to ``batch_function`` together with its queued neighbours; return
+        this item's result once the transaction is committed."""
         if self._closed or self._thread is None:
             raise WriterClosed("the store writer is not running")
-        future: Future[T] = Future()
-        self._queue.put((job, future))
-        return await asyncio.wrap_future(future)
+        work = _Work(batch_function, item, durable)
+        self._queue.put(work)
+        result: T = await asyncio.wrap_future(work.future)
+        return result
 
     def _run(self) -> None:
         with self.engine.connect() as connection:
@@ -82,37 +122,54 @@ class Writer:
                 if stopping:
                     return
 
-    def _next_batch(self) -> tuple[list[tuple[Job, Future[Any]]], bool]:
-        batch: list[tuple[Job, Future[Any]]] = []
-        item = self._queue.get()
+    def _next_batch(self) -> tuple[list[_Work], bool]:
+        batch: list[_Work] = []
+        work = self._queue.get()
         while True:
-            if item is _STOP:
+            if work is _STOP:
                 return batch, True
-            job, future = item
-            if future.set_running_or_notify_cancel():  # skip callers that gave up
-                batch.append((job, future))
+            if work.future.set_running_or_notify_cancel():  # skip callers that gave up
+                batch.append(work)
             if len(batch) >= self.max_batch:
                 return batch, False
             try:
-                item = self._queue.get_nowait()
+                work = self._queue.get_nowait()
             except queue.Empty:
                 return batch, False
 
-    def _commit(self, connection: Connection, batch: list[tuple[Job, Future[Any]]]) -> None:
+    def _commit(self, connection: Connection, batch: list[_Work]) -> None:
         self.batches += 1
         self.jobs += len(batch)
+        durable = any(work.durable for work in batch)
         try:
+            self._set_durability(connection, durable)
             with connection.begin():
-                results = [job(connection) for job, _ in batch]
+                if not durable and connection.dialect.name == "postgresql":
+                    connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
+                results = []
+                for function, group in groupby(batch, key=lambda work: work.batch_function):
+                    items = [work.item for work in group]
+                    results.extend(function(connection, items))
         except Exception as exc:
             if connection.in_transaction():
                 connection.rollback()
             if len(batch) == 1:
-                batch[0][1].set_exception(exc)
+                batch[0].future.set_exception(exc)
                 return
-            log.debug("batch failed; running its jobs one by one", jobs=len(batch), error=str(exc))
-            for single in batch:
-                self._commit(connection, [single])
+            log.debug("batch failed; running its work one by one", jobs=len(batch), error=str(exc))
+            for work in batch:
+                self._commit(connection, [work])
             return
-        for (_, future), result in zip(batch, results, strict=True):
-            future.set_result(result)
+        for work, result in zip(batch, results, strict=True):
+            work.future.set_result(result)
+
+    def _set_durability(self, connection: Connection, durable: bool) -> None:
+        """SQLite: fsync at commit (FULL) or leave it to the next FULL commit or checkpoint
+        (NORMAL, which in WAL mode keeps the database consistent, just not this commit)."""
+        if connection.dialect.name != "sqlite" or self._synchronous_full is durable:
+            return
+        # On the raw connection: through SQLAlchemy the PRAGMA would open a transaction.
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        driver.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        self._synchronous_full = durable

@@ -67,6 +67,7 @@ def upgrade() -> None:
         sa.Column("workspace_id", NAME, nullable=False),
         sa.Column("subject", SUBJECT, nullable=False),
         sa.Column("observation", sa.String(), nullable=False),
+        sa.Column("fingerprint", sa.String(64), nullable=False),
         sa.Column("evidence", sa.JSON(), nullable=False),
         sa.Column("initial_strength", sa.Float(), nullable=False),
         sa.Column("decay_rate", sa.Float(), nullable=False),
@@ -86,6 +87,9 @@ def upgrade() -> None:
         "memory_marks",
         ["workspace_id", "subject"],
         postgresql_ops={"subject": "text_pattern_ops"},
+    )
+    op.create_index(
+        "ix_memory_marks_workspace_fingerprint", "memory_marks", ["workspace_id", "fingerprint"]
     )
     op.create_index("ix_memory_marks_state", "memory_marks", ["state"])
     op.create_index("ix_memory_marks_first_observed", "memory_marks", ["first_observed_at"])

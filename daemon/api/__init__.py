@@ -1,0 +1,1 @@
+"""The ingress: HTTP/JSON over a Unix socket (and, optionally, token-guarded loopback TCP)."""

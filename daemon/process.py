@@ -1,0 +1,188 @@
+"""The daemon process: ``cambium run``.
+
+Start-up order: load config (done by the caller), check everything that can be checked
+before touching anything, claim the socket, apply migrations, start the bus (which replays
+unfinished deliveries), the ingress, the rhythms and the substrate watcher, then report
+ready. SIGTERM/SIGINT: stop accepting, let in-flight deliveries finish within the grace
+period, exit. It never forks; systemd or launchd supervise it.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+import structlog
+import uvicorn
+
+from daemon import __version__
+from daemon.api.app import Services, create_app
+from daemon.api.guards import BodyLimit, RequireToken
+from daemon.api.server import bind_tcp, bind_unix, make_server
+from daemon.bus import Receptor, RetryPolicy, SignalBus
+from daemon.clock import Clock, utcnow
+from daemon.config import Config, ConfigError
+from daemon.memory.compost import Compost
+from daemon.memory.daily import DailyLog
+from daemon.memory.substrate import Substrate
+from daemon.memory.watcher import watch_substrate
+from daemon.recall import Memory
+from daemon.sdnotify import notify, watchdog_interval
+from daemon.store import Store
+from daemon.store.migrate import upgrade
+from receptors import build_receptors
+from rhythms.scheduler import RhythmScheduler
+from rhythms.template import RhythmTemplate, RhythmTemplateError, bundled_templates, load_template
+
+log = structlog.get_logger("cambium.daemon")
+
+
+def load_rhythms(config: Config) -> list[RhythmTemplate]:
+    try:
+        templates = bundled_templates(config.timezone) + [
+            load_template(path, config.timezone) for path in config.rhythms.templates
+        ]
+    except RhythmTemplateError as exc:
+        raise ConfigError(f"rhythms.templates: {exc}") from None
+    names = [t.name for t in templates]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"rhythms.templates: rhythm names must be unique: {duplicates}")
+    return templates
+
+
+def read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"ingress.token_file: cannot read {path}: {exc.strerror}") from None
+    if len(token) < 16:
+        raise ConfigError("ingress.token_file: the token must be at least 16 characters")
+    return token
+
+
+def build_memory(config: Config, store: Store) -> Memory:
+    return Memory(
+        store=store,
+        substrate=Substrate(config.paths.substrate),
+        daily=DailyLog(config.paths.daily),
+        compost=Compost(config.paths.compost, config.compost.templates),
+        workspace=config.workspace,
+        zone=config.zone,
+    )
+
+
+async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
+    """Run until SIGTERM or SIGINT. Raises ConfigError before anything is touched."""
+    rhythm_templates = load_rhythms(config)
+    token = read_token(config.ingress.token_file) if config.ingress.token_file else None
+    store = Store(config.store.url)
+    memory = build_memory(config, store)
+    try:
+        receptors = build_receptors(config, store, memory.daily)
+    except ValueError as exc:
+        raise ConfigError(f"consolidation.extractor: {exc}") from None
+
+    sockets = [bind_unix(config.ingress.socket)]
+    try:
+        tcp = config.ingress.tcp_address
+        if tcp is not None:
+            sockets.append(bind_tcp(*tcp))
+        await anyio.to_thread.run_sync(upgrade, config.store.url)
+        store.start()
+        try:
+            await _serve(config, store, memory, receptors, rhythm_templates, sockets, token, clock)
+        finally:
+            store.close()
+    finally:
+        for sock in sockets:
+            sock.close()
+        config.ingress.socket.unlink(missing_ok=True)
+
+
+async def _serve(
+    config: Config,
+    store: Store,
+    memory: Memory,
+    receptors: list[Receptor],
+    templates: list[RhythmTemplate],
+    sockets: list[socket.socket],
+    token: str | None,
+    clock: Clock,
+) -> None:
+    bus = SignalBus(
+        store,
+        receptors,
+        workspace=config.workspace,
+        retry=RetryPolicy(max_attempts=config.bus.max_attempts),
+        clock=clock,
+        grace_period=config.bus.grace_period,
+    )
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(bus)
+        scheduler = RhythmScheduler(templates, bus.emit, store, clock=clock)
+        services = Services(
+            bus=bus, memory=memory, clock=clock, next_fires=lambda: scheduler.rhythms
+        )
+        app = BodyLimit(create_app(services), config.ingress.max_request_bytes)
+        servers: list[uvicorn.Server] = []
+        stop_watching = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            served = []
+            for index, sock in enumerate(sockets):
+                guarded = app if index == 0 else RequireToken(app, token or "")
+                server = make_server(guarded, config.bus.grace_period)
+                servers.append(server)
+                done = anyio.Event()
+                served.append(done)
+                tasks.start_soon(_serve_until_done, server, sock, done)
+            await scheduler.start()
+            tasks.start_soon(watch_substrate, memory.substrate, stop_watching)
+            while not all(server.started for server in servers):  # noqa: ASYNC110 (uvicorn has no event for it)
+                await anyio.sleep(0.01)
+            interval = watchdog_interval()
+            if interval:
+                tasks.start_soon(_watchdog, store, interval)
+            notify("READY=1")
+            log.info(
+                "ready",
+                version=__version__,
+                socket=str(config.ingress.socket),
+                tcp=config.ingress.tcp,
+                store=store.dialect,
+                receptors=[r.key for r in receptors],
+            )
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+                async for signum in received:
+                    log.info("stopping", signal=signal.Signals(signum).name)
+                    break
+            notify("STOPPING=1")
+            for server in servers:
+                server.should_exit = True  # stop accepting; finish requests in flight
+            await scheduler.stop()
+            stop_watching.set()
+            await bus.close()
+            with anyio.move_on_after(config.bus.grace_period):
+                for done in served:
+                    await done.wait()
+            tasks.cancel_scope.cancel()
+    log.info("stopped")
+
+
+async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: anyio.Event) -> None:
+    try:
+        await server.serve([sock])
+    finally:
+        done.set()
+
+
+async def _watchdog(store: Store, interval: float) -> None:
+    """Ping systemd while the event loop runs and the store writer is alive; stop pinging
+    (so systemd restarts us) when the writer thread has died."""
+    while store.writer.alive:
+        notify("WATCHDOG=1")
+        await anyio.sleep(interval)
+    log.error("store writer stopped; no more watchdog pings")

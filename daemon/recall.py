@@ -1,0 +1,229 @@
+"""recall: what does the memory know about X? One answer blended from four layers.
+
+- marks: segment-prefix match on the subject, current strength at least ``min_strength``,
+  last reinforced within the horizon; strongest first, then most recent.
+- substrate: ranked text hits, plus every substrate file the returned marks reference.
+- daily: ranked text hits in live files and in archived ones within the horizon (default
+  7 days), plus the very log lines the returned marks cite as evidence.
+- compost: learnings of retired agents, grouped and ranked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any, Literal, TypeVar
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from daemon.clock import iso, to_utc
+from daemon.memory.compost import Compost, CompostHit
+from daemon.memory.daily import DailyHit, DailyLog
+from daemon.memory.strength import Strength, strength
+from daemon.memory.substrate import Substrate, SubstrateHit
+from daemon.models.memory import Mark
+from daemon.store import Store
+from daemon.store import marks as mark_store
+
+T = TypeVar("T")
+
+Layer = Literal["substrate", "marks", "daily", "compost"]
+LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
+DEFAULT_DAILY_HORIZON = timedelta(days=7)
+_RELATIVE = re.compile(r"^(\d+)d$")
+
+
+class RecallQuery(BaseModel):
+    """What to recall. Invalid values raise a ValidationError naming the field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    about: str = Field(min_length=1, max_length=1024)
+    layers: tuple[Layer, ...] = LAYERS
+    horizon: str | None = None  # 1d, 7d, 30d, all, an ISO date or an ISO instant
+    min_strength: float = Field(0.1, ge=0.0, le=1.0)
+    limit: int = Field(10, ge=1, le=1000)
+    include_withered: bool = False
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _split_layers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return tuple(dict.fromkeys(value)) if isinstance(value, list | tuple) else value
+
+    @field_validator("horizon")
+    @classmethod
+    def _known_horizon(cls, value: str | None) -> str | None:
+        if value is not None:
+            horizon_start(value, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC")), ZoneInfo("UTC"))
+        return value
+
+
+def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | None:
+    """The earliest instant inside ``horizon``; None for ``all``."""
+    if horizon == "all":
+        return None
+    relative = _RELATIVE.match(horizon)
+    if relative:
+        return now - timedelta(days=int(relative[1]))
+    try:
+        if len(horizon) == 10:
+            day = date.fromisoformat(horizon)
+            return datetime(day.year, day.month, day.day, tzinfo=zone)
+        instant = datetime.fromisoformat(horizon.replace("Z", "+00:00"))
+    except ValueError:
+        instant = None
+    if instant is None or instant.tzinfo is None:
+        raise ValueError(
+            "must be 1d, 7d, 30d (any Nd), all, an ISO date or an ISO instant with zone"
+        )
+    return to_utc(instant)
+
+
+@dataclass(frozen=True)
+class MarkHit:
+    mark: Mark
+    strength: Strength
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.mark
+        return {
+            "id": m.id,
+            "subject": m.subject,
+            "observation": m.observation,
+            "current_strength": round(self.strength.value, 6),
+            "state": m.state,
+            "observed_by": m.observed_by,
+            "first_observed_at": iso(m.first_observed_at),
+            "last_reinforced_at": iso(m.last_reinforced_at),
+            "reinforcement_count": m.reinforcement_count,
+            "evidence": m.evidence,
+        }
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    substrate: list[SubstrateHit]
+    marks: list[MarkHit]
+    daily: list[DailyHit]
+    compost: list[CompostHit]
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented shape (SPEC §6), and nothing more."""
+        return {
+            "substrate": [
+                {"file": h.file, "excerpt": h.excerpt, "reason": h.reason} for h in self.substrate
+            ],
+            "marks": [h.to_json() for h in self.marks],
+            "daily": [
+                {"date": h.date, "excerpt": h.excerpt, "line_range": list(h.line_range)}
+                for h in self.daily
+            ],
+            "compost": [
+                {
+                    "template_id": h.template_id,
+                    "learning": h.learning,
+                    "source_agent_count": h.source_agent_count,
+                }
+                for h in self.compost
+            ],
+            "summary": None,
+        }
+
+
+@dataclass
+class Memory:
+    """The four layers recall reads, for one workspace."""
+
+    store: Store
+    substrate: Substrate
+    daily: DailyLog
+    compost: Compost
+    workspace: str
+    zone: ZoneInfo
+
+
+def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
+    """Blocking (database and files): call it from a worker thread in async code."""
+    since = horizon_start(query.horizon, now, memory.zone) if query.horizon else None
+    marks = _marks(query, memory, now, since) if "marks" in query.layers else []
+    substrate: list[SubstrateHit] = []
+    if "substrate" in query.layers:
+        referenced = [
+            hit
+            for h in marks
+            for hit in memory.substrate.referenced(h.mark.substrate_refs, h.mark.id)
+        ]
+        substrate = _unique(
+            referenced + memory.substrate.search(query.about, query.limit), key=_file
+        )
+    daily: list[DailyHit] = []
+    if "daily" in query.layers:
+        daily_since = since if query.horizon else now - DEFAULT_DAILY_HORIZON
+        evidence = [hit for h in marks if (hit := _evidence(memory.daily, h.mark)) is not None]
+        found = memory.daily.search(
+            query.about,
+            archived_since=daily_since.astimezone(memory.zone).date() if daily_since else None,
+            limit=query.limit,
+        )
+        daily = _unique(evidence + found, key=_lines)
+    compost = memory.compost.search(query.about, query.limit) if "compost" in query.layers else []
+    return RecallResult(substrate=substrate, marks=marks, daily=daily, compost=compost)
+
+
+def _marks(
+    query: RecallQuery, memory: Memory, now: datetime, since: datetime | None
+) -> list[MarkHit]:
+    states = (
+        ("active", "promoted", "withered") if query.include_withered else ("active", "promoted")
+    )
+
+    def read(connection: Any) -> tuple[list[Mark], dict[str, list[Any]]]:
+        found = mark_store.find_marks(connection, memory.workspace, query.about, states, since)
+        boosted = [m.id for m in found if m.reinforcement_count]
+        return found, mark_store.reinforcements_of(connection, boosted)
+
+    found, boosts = memory.store.read_now(read)
+    hits = []
+    for mark in found:
+        current = strength(
+            mark.initial_strength,
+            mark.decay_rate,
+            mark.first_observed_at,
+            ((r.reinforced_at, r.strength_delta) for r in boosts.get(mark.id, ())),
+            now,
+        )
+        if current.value >= query.min_strength:
+            hits.append(MarkHit(mark, current))
+    hits.sort(key=lambda h: (h.strength.value, h.mark.last_reinforced_at), reverse=True)
+    return hits[: query.limit]
+
+
+def _evidence(daily: DailyLog, mark: Mark) -> DailyHit | None:
+    evidence = mark.evidence
+    line_range = evidence.get("line_range")
+    if not evidence.get("daily_file") or not line_range:
+        return None
+    return daily.evidence(evidence["daily_file"], (int(line_range[0]), int(line_range[1])))
+
+
+def _file(hit: SubstrateHit) -> str:
+    return hit.file
+
+
+def _lines(hit: DailyHit) -> tuple[str, tuple[int, int]]:
+    return hit.date, hit.line_range
+
+
+def _unique(hits: list[T], key: Callable[[T], Hashable]) -> list[T]:
+    seen: set[Any] = set()
+    kept = []
+    for hit in hits:
+        if key(hit) not in seen:
+            seen.add(key(hit))
+            kept.append(hit)
+    return kept

@@ -1,0 +1,34 @@
+"""Small SQL helpers shared by the query modules."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert, ReturningInsert
+
+
+@cache
+def insert_ignoring_duplicates(table: Table, dialect: str) -> Insert:
+    """``INSERT ... ON CONFLICT DO NOTHING``: rows whose key is already stored are skipped."""
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise ValueError(f"unsupported database: {dialect}")
+
+
+@cache
+def _insert_returning_key(table: Table, dialect: str) -> ReturningInsert[Any]:
+    # RETURNING rather than rowcount: psycopg reports no rowcount for ON CONFLICT inserts.
+    return insert_ignoring_duplicates(table, dialect).returning(*table.primary_key.columns)
+
+
+def insert_or_ignore(connection: Connection, table: Table, row: dict[str, Any]) -> bool:
+    """Insert ``row`` unless a row with the same key is already stored, in one statement
+    instead of a look-up and an insert. True if it was inserted."""
+    statement = _insert_returning_key(table, connection.dialect.name)
+    return connection.execute(statement, row).first() is not None

@@ -1,0 +1,37 @@
+"""Receptors: what the bus delivers signals to. One module per receptor.
+
+| signal type                                   | receptor (key)                |
+|-----------------------------------------------|-------------------------------|
+| ``memory.observation``                        | observation                   |
+| ``memory.seed_planted``, ``memory.seed_reviewed`` | seeds                     |
+| ``memory.consolidate``                        | consolidation                 |
+| ``memory.daily_note``                         | daily                         |
+"""
+
+from __future__ import annotations
+
+from daemon.bus import Receptor
+from daemon.config import Config
+from daemon.memory.daily import DailyLog
+from daemon.store import Store
+from receptors.consolidation import ConsolidationReceptor
+from receptors.daily_note import DailyNoteReceptor
+from receptors.extractors import make_extractor
+from receptors.observation import ObservationReceptor
+from receptors.seeds import SeedReceptor
+
+
+def build_receptors(config: Config, store: Store, daily: DailyLog) -> list[Receptor]:
+    """The daemon's receptors, configured. Raises ValueError for an unknown extractor."""
+    return [
+        ObservationReceptor(reinforce_delta=config.observation.reinforce_delta),
+        SeedReceptor(),
+        ConsolidationReceptor(
+            store,
+            daily,
+            make_extractor(config.consolidation.extractor),
+            zone=config.zone,
+            decay_days=config.consolidation.decay_days,
+        ),
+        DailyNoteReceptor(daily, zone=config.zone),
+    ]

@@ -1,0 +1,150 @@
+"""Run the real daemon (``cambium run``) as a subprocess on a private home directory,
+and talk to it over its real Unix socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CAMBIUM = str(Path(sys.executable).with_name("cambium"))
+
+
+@dataclass
+class DaemonHome:
+    """A directory holding everything one daemon uses: config, database, socket, memory."""
+
+    root: Path
+    extra_config: str = ""
+    ingress_config: str = ""
+    db_url: str | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        for directory in ("memory/long-term", "memory/daily", "memory/compost"):
+            (self.root / directory).mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(mode=0o700, exist_ok=True)
+        self.write_config()
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def socket(self) -> Path:
+        return self.run_dir / "cambium.sock"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "cambium.toml"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "daemon.log"
+
+    def write_config(self) -> None:
+        url = self.db_url or f"sqlite:///{self.root / 'cambium.db'}"
+        self.config.write_text(
+            f"""
+workspace = "default"
+timezone = "Europe/Berlin"
+[store]
+url = "{url}"
+[ingress]
+socket = "run/cambium.sock"
+{self.ingress_config}
+[paths]
+substrate = ["memory/long-term", "SOUL.md"]
+daily = "memory/daily"
+compost = "memory/compost"
+[bus]
+grace_period = 5
+{self.extra_config}
+"""
+        )
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        env["CAMBIUM_CONFIG"] = str(self.config)
+        return env
+
+    def start(self, timeout: float = 20.0) -> None:
+        assert self.process is None, "already running"
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [CAMBIUM, "run", "--config", str(self.config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"daemon exited {self.process.returncode}:\n{self.log_text()}")
+            if self.socket.exists():
+                try:
+                    if self.get("/v1/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+            time.sleep(0.05)
+        self.stop(signal.SIGKILL)
+        raise AssertionError(f"daemon not ready in {timeout}s:\n{self.log_text()}")
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signum)
+        code = self.process.wait(timeout)
+        self.process = None
+        return code
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.socket)), base_url="http://cambium"
+        )
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        with self.client() as client:
+            return client.get(path, params=params, timeout=10)
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> httpx.Response:
+        with self.client() as client:
+            return client.post(path, json=body, timeout=30, **kwargs)
+
+    def cli(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the installed ``cambium`` command against this home."""
+        return subprocess.run(
+            [CAMBIUM, *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            input=input,
+            timeout=60,
+        )
+
+
+def curl_available() -> bool:
+    return shutil.which("curl") is not None
+
+
+@contextmanager
+def running(home: DaemonHome) -> Iterator[DaemonHome]:
+    home.start()
+    try:
+        yield home
+    finally:
+        if home.process is not None:
+            home.stop(signal.SIGKILL)

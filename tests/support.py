@@ -1,0 +1,41 @@
+"""Helpers shared by tests that drive receptors through a real bus."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from daemon.bus import RetryPolicy, SignalBus
+from daemon.models.signal import Signal
+from daemon.store import Store
+from daemon.store.signals import get_signal
+
+FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
+T0 = datetime(2026, 4, 11, 10, 0, tzinfo=UTC)
+
+
+def make_signal(signal_type: str, payload: dict[str, Any], **fields: Any) -> Signal:
+    values: dict[str, Any] = {
+        "type": signal_type,
+        "source_id": "agent-observer",
+        "payload": payload,
+        "emitted_at": T0,
+        "intensity": 0.8,
+        "decay_rate": 7 * 86400,
+    }
+    return Signal.parse(values | fields, now=fields.get("emitted_at", T0))
+
+
+async def emit_and_settle(bus: SignalBus, signal: Signal) -> dict[str, str]:
+    stored = await bus.emit(signal)
+    with anyio.fail_after(10):
+        return await bus.settled(stored.id)
+
+
+def last_error(store: Store, signal_id: str) -> str | None:
+    found = store.read_now(lambda c: get_signal(c, signal_id))
+    assert found is not None
+    error: str | None = found["deliveries"][0]["last_error"]
+    return error

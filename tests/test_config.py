@@ -1,0 +1,109 @@
+"""Config: where it is found, how paths resolve, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path / "cambium.toml",
+            """
+workspace = "obadiah"
+[store]
+url = "sqlite:///data/cambium.db"
+[ingress]
+socket = "run/cambium.sock"
+[paths]
+substrate = ["memory/long-term", "SOUL.md", "~/USER.md"]
+daily = "memory/daily"
+""",
+        )
+    )
+    assert config.workspace == "obadiah"
+    assert config.store.url == f"sqlite:///{tmp_path}/data/cambium.db"
+    assert config.ingress.socket == tmp_path / "run" / "cambium.sock"
+    assert config.paths.substrate == [
+        tmp_path / "memory" / "long-term",
+        tmp_path / "SOUL.md",
+        Path.home() / "USER.md",
+    ]
+    assert config.paths.daily == tmp_path / "memory" / "daily"
+    assert config.source == tmp_path / "cambium.toml"
+
+
+def test_environment_variable_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CONFIG_ENV, str(write(tmp_path / "c.toml", 'workspace = "env"\n')))
+    assert load_config().workspace == "env"
+
+
+def test_no_file_at_all_gives_the_embedded_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "nothing-here"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    config = load_config()
+    assert config.source is None
+    assert config.workspace == "default"
+    assert config.timezone == "Europe/Berlin"
+    assert config.store.url == f"sqlite:///{tmp_path}/data/cambium/cambium.db"
+    assert config.ingress.socket.name == "cambium.sock"
+    assert config.bus.max_attempts == 5
+    assert config.observation.reinforce_delta == 0.2
+    assert config.consolidation.extractor == "mock"
+    assert config.consolidation.decay_days == 14
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {"bus": {"max_attempts": 0}},
+            "bus.max_attempts: Input should be greater than or equal to 1",
+        ),
+        ({"timezone": "Mars/Base"}, "timezone: unknown time zone 'Mars/Base'"),
+        ({"store": {"uri": "x"}}, "store.uri: unknown key"),
+        (
+            {"ingress": {"tcp": "0.0.0.0:8765", "token_file": "t"}},
+            "ingress.tcp: must be a loopback",
+        ),
+        ({"ingress": {"tcp": "127.0.0.1:8765"}}, "ingress: token_file is required when tcp is set"),
+        ({"observation": {"reinforce_delta": "lots"}}, "observation.reinforce_delta"),
+        ({"workspace": "a b"}, "workspace"),
+    ],
+)
+def test_bad_values_name_the_key(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw)
+    assert message in str(exc.value)
+
+
+def test_missing_and_malformed_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path / "bad.toml", "workspace = \n"))
+
+
+def test_the_reference_deployment_config_loads() -> None:
+    path = REPO / "deployments" / "obadiah" / "cambium.toml"
+    config = load_config(path)
+    names = [p.name for p in config.paths.substrate]
+    assert names == ["long-term", "personal-context", "SOUL.md", "USER.md"]
+    assert all(p.is_absolute() for p in config.paths.substrate)
+    assert config.rhythms.templates == [path.parent / "rhythms" / "seed-review.yaml"]

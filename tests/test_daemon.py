@@ -1,0 +1,236 @@
+"""The daemon end to end: the real ``cambium run`` as a subprocess, spoken to over its real
+Unix socket (with curl where the issue asks for it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+from daemon_process import DaemonHome, running
+from sqlalchemy import create_engine, insert, select
+
+from daemon.models.tables import RhythmStateTable, SignalTable
+from rhythms.template import bundled_templates, latest_slot
+
+OBSERVATION = {
+    "type": "memory.observation",
+    "source_id": "agent-e2e",
+    "payload": {
+        "subject": "user.food.vegetables",
+        "observation": "roast vegetables at 180C",
+        "evidence": {"note": "said in chat"},
+    },
+}
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> DaemonHome:
+    return DaemonHome(tmp_path)
+
+
+def curl(home: DaemonHome, *args: str) -> tuple[int, dict[str, object]]:
+    out = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(home.socket), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    body, _, status = out.rpartition("\n")
+    return int(status), json.loads(body)
+
+
+def test_emit_recall_stop_and_the_mark_survives_a_restart(home: DaemonHome) -> None:
+    with running(home):
+        status, body = curl(
+            home,
+            "-X", "POST", "http://cambium/v1/signals?wait=5",
+            "-H", "content-type: application/json",
+            "-d", json.dumps(OBSERVATION),
+        )  # fmt: skip
+        assert status == 201 and body["duplicate"] is False
+        assert body["deliveries"] == {"observation": "delivered"}
+        status, recalled = curl(home, "http://cambium/v1/recall?about=user.food")
+        assert status == 200
+        assert [m["observation"] for m in recalled["marks"]] == ["roast vegetables at 180C"]  # type: ignore[index]
+        assert home.stop(signal.SIGTERM) == 0
+        assert not home.socket.exists(), "the socket is removed on a clean stop"
+    with running(home):
+        again = home.get("/v1/recall", about="user.food").json()
+        assert [m["observation"] for m in again["marks"]] == ["roast vegetables at 180C"]
+        assert home.stop(signal.SIGINT) == 0
+
+
+def test_socket_is_private_and_tcp_needs_the_token(home: DaemonHome, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-of-enough-length\n")
+    home.ingress_config = f'tcp = "127.0.0.1:{port}"\ntoken_file = "{token}"\n'
+    home.write_config()
+    with running(home):
+        assert stat.S_IMODE(home.socket.stat().st_mode) == 0o600
+        assert stat.S_IMODE(home.run_dir.stat().st_mode) == 0o700
+        base = f"http://127.0.0.1:{port}/v1/health"
+        assert httpx.get(base, timeout=10).status_code == 401
+        wrong = {"Authorization": "Bearer nope"}
+        assert httpx.get(base, headers=wrong, timeout=10).status_code == 401
+        right = {"Authorization": "Bearer s3cret-token-of-enough-length"}
+        assert httpx.get(base, headers=right, timeout=10).status_code == 200
+
+
+def test_bad_requests_get_field_errors_and_the_daemon_keeps_serving(home: DaemonHome) -> None:
+    with running(home):
+        status, body = curl(
+            home, "-X", "POST", "http://cambium/v1/signals", "-d", '{"type": "memory.observation"}'
+        )
+        assert status == 422
+        assert body["errors"] == [{"field": "source_id", "message": "Field required"}]
+        status, body = curl(home, "-X", "POST", "http://cambium/v1/signals", "-d", "{not json")
+        assert status == 422
+        huge = json.dumps(OBSERVATION | {"payload": {"blob": "x" * (2 * 1024 * 1024)}})
+        response = home.post("/v1/signals", content=huge.encode())
+        assert response.status_code == 413
+        response = home.get("/v1/recall", about="x", layers="marks,nope")
+        assert response.status_code == 422 and "layers" in response.text
+        response = home.get("/v1/recall", about="x", horizon="yesterday")
+        assert response.status_code == 422 and "horizon" in response.text
+        assert home.get("/v1/health").json()["status"] == "ok"
+        assert home.get("/v1/signals/nope").status_code == 404
+        stored = home.post("/v1/signals", OBSERVATION | {"idempotency_key": "k1"}).json()
+        again = home.post("/v1/signals", OBSERVATION | {"idempotency_key": "k1"})
+        assert again.status_code == 200 and again.json() == {"id": stored["id"], "duplicate": True}
+
+
+def test_substrate_edits_are_seen_within_a_second(home: DaemonHome) -> None:
+    soul = home.root / "SOUL.md"
+    soul.write_text("# Soul\nI am patient.\n")
+    lessons = home.root / "memory" / "long-term" / "lessons.md"
+    lessons.write_text("# Lessons\nNothing yet.\n")
+
+    def seen(word: str) -> bool:
+        hits = home.get("/v1/recall", about=word, layers="substrate").json()["substrate"]
+        return any(word in hit["excerpt"].lower() for hit in hits)
+
+    def within_a_second(word: str) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < 1.0:
+            if seen(word):
+                return time.monotonic() - started
+            time.sleep(0.02)
+        raise AssertionError(f"{word!r} not visible within one second")
+
+    with running(home):
+        assert seen("patient")
+        with soul.open("a") as f:  # edit in place
+            f.write("I love gardening.\n")
+        within_a_second("gardening")
+        replacement = home.root / ".SOUL.md.swp"  # an editor's save: write, then rename over
+        replacement.write_text("# Soul\nI love pottery now.\n")
+        os.replace(replacement, soul)
+        within_a_second("pottery")
+        assert not seen("gardening")
+        (home.root / "memory" / "long-term" / "new.md").write_text("Kayaking on Sundays.\n")
+        within_a_second("kayaking")
+        lessons.write_text("# Lessons\nSalt the pasta water.\n")
+        within_a_second("pasta")
+
+
+def test_invalid_config_exits_2_naming_the_key_and_leaves_no_socket(home: DaemonHome) -> None:
+    home.extra_config = "[observation]\nreinforce_delta = 3\n"
+    home.write_config()
+    result = home.cli("run", "--config", str(home.config))
+    assert result.returncode == 2
+    assert "observation.reinforce_delta" in result.stderr
+    assert not home.socket.exists()
+    home.extra_config = '[consolidation]\nextractor = "gpt-9"\n'
+    home.write_config()
+    result = home.cli("run", "--config", str(home.config))
+    assert result.returncode == 2 and "consolidation.extractor" in result.stderr
+    assert not home.socket.exists()
+
+
+def test_a_stale_socket_is_replaced_and_a_live_one_is_not_stolen(
+    home: DaemonHome, tmp_path: Path
+) -> None:
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(home.socket))  # bound, never listening: what a crash leaves behind
+    stale.close()
+    with running(home):
+        assert home.get("/v1/health").status_code == 200
+        second = home.cli("run", "--config", str(home.config))
+        assert second.returncode == 1
+        assert "another daemon is already listening" in second.stderr
+        assert home.get("/v1/health").status_code == 200, "the first daemon still serves"
+
+
+def test_systemd_notify_ready_and_stopping(home: DaemonHome, tmp_path: Path) -> None:
+    notify_path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify_path))
+        listener.settimeout(20)
+        env = home.env() | {"NOTIFY_SOCKET": str(notify_path)}
+        process = subprocess.Popen(
+            [str(Path(home.cli.__globals__["CAMBIUM"])), "run", "--config", str(home.config)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert listener.recv(100) == b"READY=1"
+            assert home.get("/v1/health").status_code == 200, "ready means serving"
+            process.send_signal(signal.SIGTERM)
+            assert listener.recv(100) == b"STOPPING=1"
+            assert process.wait(20) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+def test_a_daemon_down_over_the_nightly_slot_fires_it_once_at_start(home: DaemonHome) -> None:
+    url = f"sqlite:///{home.root / 'cambium.db'}"
+    assert home.cli("db", "upgrade", "--config", str(home.config)).returncode == 0
+    first = datetime.now(UTC) - timedelta(days=3)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(
+            insert(RhythmStateTable.__table__),  # type: ignore[attr-defined]
+            [{"name": "consolidation", "first_scheduled_at": first}],
+        )
+    [consolidation] = bundled_templates("Europe/Berlin")
+
+    def fired() -> list[tuple[str | None, dict[str, object]]]:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                select(SignalTable.idempotency_key, SignalTable.payload).where(
+                    SignalTable.type == "memory.consolidate"
+                )
+            ).all()
+        return [(r[0], r[1]) for r in rows]
+
+    with running(home):
+        health = home.get("/v1/health").json()
+        slot = latest_slot(consolidation, first, datetime.now(UTC))
+        assert slot is not None
+    assert len(fired()) == 1
+    key, payload = fired()[0]
+    assert key == f"rhythm:consolidation:{slot.isoformat().replace('+00:00', 'Z')}"
+    berlin_day = slot.astimezone(ZoneInfo("Europe/Berlin")).date()
+    assert payload == {"date": (berlin_day - timedelta(days=1)).isoformat()}
+    next_fire = datetime.fromisoformat(health["rhythms"]["consolidation"].replace("Z", "+00:00"))
+    assert next_fire.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") == "03:00"
+    with running(home):
+        pass
+    assert len(fired()) == 1, "a second restart does not fire the slot again"
+    engine.dispose()

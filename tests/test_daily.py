@@ -1,0 +1,422 @@
+"""The daily log: strict day names, durable appends, archives that never lose or repeat a
+line (whatever crashes), and ranked search with adjacent lines merged."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.memory.daily import DailyHit, DailyLog, InvalidDay, parse_day
+
+DAY = date(2026, 4, 11)
+
+
+@pytest.fixture
+def directory(tmp_path: Path) -> Path:
+    return tmp_path / "daily"
+
+
+@pytest.fixture
+def daily(directory: Path) -> DailyLog:
+    return DailyLog(directory)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def leftovers(directory: Path) -> list[str]:
+    """Files an archive run could leave behind: anything hidden."""
+    return sorted(p.name for p in directory.rglob(".*"))
+
+
+# -- days --------------------------------------------------------------------------------
+
+
+def test_a_day_is_a_real_calendar_date_written_yyyy_mm_dd() -> None:
+    assert parse_day("2026-04-11") == DAY
+    assert parse_day("2024-02-29") == date(2024, 2, 29)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "../../etc/passwd",
+        "2026-02-30",
+        "2026-4-1",
+        "2026-04-01.md",
+        " 2026-04-01",
+        "2026-04-01\n",
+        "2026/04/01",
+        "0000-01-01",
+        "\uff12\uff10\uff12\uff16-04-01",  # fullwidth digits
+        "",
+    ],
+)
+def test_anything_else_is_refused_with_a_clear_error(value: str) -> None:
+    with pytest.raises(InvalidDay) as refused:
+        parse_day(value)
+    assert repr(value) in str(refused.value)
+    assert "YYYY-MM-DD" in str(refused.value)
+    assert isinstance(refused.value, ValueError)
+
+
+def test_days_lists_only_files_named_by_a_day(directory: Path, daily: DailyLog) -> None:
+    for name in ["2026-04-10.md", "2026-04-09.md", "notes.md", "2026-02-30.md", "2026-04-11.txt"]:
+        write(directory / name, "x\n")
+    write(directory / "archive" / "2026-03-01.md", "x\n")
+    write(directory / "archive" / ".2026-03-02.md.incoming", "x\n")
+    assert daily.days(archived=False) == [date(2026, 4, 9), date(2026, 4, 10)]
+    assert daily.days(archived=True) == [date(2026, 3, 1)]
+    assert DailyLog(directory / "missing").days(archived=False) == []
+
+
+# -- reading and appending ---------------------------------------------------------------
+
+
+def test_append_creates_the_file_and_ends_every_line_with_a_newline(
+    directory: Path, daily: DailyLog
+) -> None:
+    assert daily.read(DAY) is None
+    daily.append(DAY, "Obadiah logged a completed action.")
+    daily.append(DAY, "Second line, with ünïcode.")
+    assert (directory / "2026-04-11.md").read_text(encoding="utf-8") == (
+        "Obadiah logged a completed action.\nSecond line, with ünïcode.\n"
+    )
+    assert daily.read(DAY) == ["Obadiah logged a completed action.", "Second line, with ünïcode."]
+
+
+def test_append_to_a_file_without_a_final_newline_starts_a_new_line(
+    directory: Path, daily: DailyLog
+) -> None:
+    write(directory / "2026-04-11.md", "Written by hand")
+    daily.append(DAY, "Appended.")
+    assert daily.read(DAY) == ["Written by hand", "Appended."]
+
+
+@pytest.mark.parametrize("line", ["two\nlines", "carriage\rreturn", "trailing\n"])
+def test_append_refuses_a_line_break(directory: Path, daily: DailyLog, line: str) -> None:
+    with pytest.raises(ValueError, match="line break"):
+        daily.append(DAY, line)
+    assert not (directory / "2026-04-11.md").exists()
+
+
+def test_lines_are_numbered_as_an_editor_shows_them(directory: Path, daily: DailyLog) -> None:
+    write(directory / "2026-04-11.md", "one\r\ntwo\u2028still two\n\nfour\n")
+    assert daily.read(DAY) == ["one", "two\u2028still two", "", "four"]
+
+
+# -- archiving ---------------------------------------------------------------------------
+
+
+def test_archive_moves_the_day_into_the_archive(directory: Path, daily: DailyLog) -> None:
+    daily.append(DAY, "Yesterday content.")
+    daily.archive(DAY)
+    assert not (directory / "2026-04-11.md").exists()
+    assert (directory / "archive" / "2026-04-11.md").read_text() == "Yesterday content.\n"
+    assert daily.read(DAY, archived=True) == ["Yesterday content."]
+    assert daily.archived_line_count(DAY) == 1
+    assert leftovers(directory) == []
+
+
+def test_archive_into_an_archived_day_appends_and_loses_no_line(
+    directory: Path, daily: DailyLog
+) -> None:
+    write(directory / "archive" / "2026-04-11.md", "first\nsecond without newline")
+    write(directory / "2026-04-11.md", "third\nfourth")
+    assert daily.archived_line_count(DAY) == 2
+    daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == ["first", "second without newline", "third", "fourth"]
+    assert daily.read(DAY) is None
+    daily.append(DAY, "fifth")
+    daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == [
+        "first",
+        "second without newline",
+        "third",
+        "fourth",
+        "fifth",
+    ]
+    assert leftovers(directory) == []
+
+
+def test_archive_without_a_live_file_changes_nothing(directory: Path, daily: DailyLog) -> None:
+    daily.archive(DAY)
+    assert not directory.exists()
+    write(directory / "archive" / "2026-04-11.md", "kept\n")
+    daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == ["kept"]
+
+
+class Crash(Exception):
+    """A simulated power cut."""
+
+
+STEPS = ("rename", "replace", "unlink", "fsync")
+CrashAt = Callable[..., None]
+
+
+@pytest.fixture
+def crash_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[CrashAt]:
+    """``crash_at(n)`` makes the n-th file-system step from now on (a rename, replace,
+    unlink or fsync; or only those named in ``steps``) fail before it happens: the disk is
+    left as a crash between two steps would leave it. ``crash_at(0)`` disarms."""
+    originals = {name: getattr(os, name) for name in STEPS}
+    armed: dict[str, Any] = {"remaining": 0, "steps": STEPS}
+
+    def arm(step: int, *, steps: tuple[str, ...] = STEPS) -> None:
+        armed.update(remaining=step, steps=steps)
+
+    def wrap(name: str) -> Callable[..., Any]:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if armed["remaining"] > 0 and name in armed["steps"]:
+                armed["remaining"] -= 1
+                if armed["remaining"] == 0:
+                    raise Crash(name)
+            return originals[name](*args, **kwargs)
+
+        return step
+
+    for name in STEPS:
+        monkeypatch.setattr(os, name, wrap(name))
+    yield arm
+    arm(0)
+
+
+ARCHIVED = "a1\na2\n"
+LIVE = "l1\nl2\nl3\n"
+ALL_LINES = ["a1", "a2", "l1", "l2", "l3"]
+
+
+@pytest.mark.parametrize("archived_before", [True, False], ids=["into-archive", "fresh"])
+def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
+    tmp_path: Path, crash_at: CrashAt, archived_before: bool
+) -> None:
+    expected = ALL_LINES if archived_before else ALL_LINES[2:]
+    crashes = 0
+    for step in range(1, 100):
+        directory = tmp_path / f"run-{step}" / "daily"
+        if archived_before:
+            write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+        write(directory / "2026-04-11.md", LIVE)
+        daily = DailyLog(directory)
+        crash_at(step)
+        try:
+            daily.archive(DAY)
+        except Crash:
+            crashes += 1
+        else:
+            break
+        finally:
+            crash_at(0)
+        # Each line is still live or (on its way into the) archive, exactly once ...
+        assert daily.archived_line_count(DAY) + len(daily.read(DAY) or []) == len(expected)
+        # ... and after a retry (or two), each is in the archive once.
+        daily.archive(DAY)
+        daily.archive(DAY)
+        assert daily.read(DAY, archived=True) == expected, f"crash at step {step}"
+        assert daily.read(DAY) is None
+        assert leftovers(directory) == []
+    # The loop stops at the first run no crash interrupted, so every step before it crashed.
+    assert crashes >= (8 if archived_before else 3)
+
+
+def test_an_append_cut_short_by_a_crash_is_completed_not_repeated(
+    tmp_path: Path, crash_at: CrashAt
+) -> None:
+    for step in range(1, 100):
+        directory = tmp_path / f"run-{step}" / "daily"
+        archive = write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+        write(directory / "2026-04-11.md", LIVE)
+        daily = DailyLog(directory)
+        crash_at(step)
+        try:
+            daily.archive(DAY)
+        except Crash:
+            pass
+        else:
+            pytest.fail("the append was never reached")
+        finally:
+            crash_at(0)
+        grown = archive.stat().st_size - len(ARCHIVED)
+        if grown > 0:  # the crash came after the append: keep only part of it on disk
+            os.truncate(archive, len(ARCHIVED) + grown // 2)
+            daily.archive(DAY)
+            assert daily.read(DAY, archived=True) == ALL_LINES
+            assert leftovers(directory) == []
+            return
+    pytest.fail("no crash came after the append")
+
+
+def test_a_day_appended_to_after_an_interrupted_archive_keeps_its_order(
+    directory: Path, crash_at: CrashAt
+) -> None:
+    daily = DailyLog(directory)
+    write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    crash_at(1, steps=("fsync",))  # the live file was just moved out of the way
+    with pytest.raises(Crash):
+        daily.archive(DAY)
+    crash_at(0)
+    daily.append(DAY, "late note")
+    assert daily.archived_line_count(DAY) == 5  # the interrupted lines count as archived
+    daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == [*ALL_LINES, "late note"]
+
+
+def test_concurrent_appends_and_archives_lose_nothing(directory: Path, daily: DailyLog) -> None:
+    lines = [f"line {n}" for n in range(300)]
+    start = threading.Barrier(2)
+
+    def append_all() -> None:
+        start.wait()
+        for line in lines:
+            daily.append(DAY, line)
+
+    def archive_often() -> None:
+        start.wait()
+        for _ in range(300):
+            daily.archive(DAY)
+
+    threads = [threading.Thread(target=append_all), threading.Thread(target=archive_often)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == lines
+    assert daily.read(DAY) is None
+
+
+# -- evidence ----------------------------------------------------------------------------
+
+
+def test_evidence_finds_lines_live_or_archived(directory: Path, daily: DailyLog) -> None:
+    write(directory / "2026-04-11.md", "woke up\ncooked vegetables\nslept\n")
+    write(directory / "archive" / "2026-04-10.md", "a\nb\nc\nd\n")
+    assert daily.evidence("2026-04-11.md", (2, 3)) == DailyHit(
+        "2026-04-11", "cooked vegetables\nslept", (2, 3)
+    )
+    assert daily.evidence("2026-04-10.md", (4, 4)) == DailyHit("2026-04-10", "d", (4, 4))
+    assert daily.evidence("2026-04-10.md", (4, 5)) is None
+    assert daily.evidence("2026-04-10.md", (0, 1)) is None
+    assert daily.evidence("2026-04-09.md", (1, 1)) is None
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "2026-04-11", "2026-02-30.md", "x.md"])
+def test_evidence_refuses_a_file_that_is_not_a_day(daily: DailyLog, name: str) -> None:
+    with pytest.raises(InvalidDay):
+        daily.evidence(name, (1, 1))
+
+
+# -- search ------------------------------------------------------------------------------
+
+
+def test_adjacent_matching_lines_merge_into_one_hit(directory: Path, daily: DailyLog) -> None:
+    write(
+        directory / "2026-04-11.md",
+        "Woke up.\n"
+        "Arnold cooked vegetables at 180C.\n"
+        "Vegetable timing: twenty minutes.\n"
+        "Deep work.\n"
+        "Bought more vegetables.\n",
+    )
+    hits = daily.search("user.food.vegetables", archived_since=None, limit=10)
+    assert sorted(hits, key=lambda hit: hit.line_range) == [
+        DailyHit(
+            "2026-04-11",
+            "Arnold cooked vegetables at 180C.\nVegetable timing: twenty minutes.",
+            (2, 3),
+        ),
+        DailyHit("2026-04-11", "Bought more vegetables.", (5, 5)),
+    ]
+
+
+def test_search_matches_whole_stemmed_words_only(directory: Path, daily: DailyLog) -> None:
+    write(directory / "2026-04-11.md", "Sleepover at Anna's.\nx\nWent to sleep at 23:00.\n")
+    hits = daily.search("sleeping", archived_since=None, limit=10)
+    assert [hit.line_range for hit in hits] == [(3, 3)]
+    assert daily.search("the", archived_since=None, limit=10) == []
+
+
+def test_search_ranks_hits_and_is_bounded_by_the_limit(directory: Path, daily: DailyLog) -> None:
+    write(
+        directory / "2026-04-10.md",
+        "\n\n".join(
+            [
+                "coffee",
+                "coffee with oat milk in the morning",
+                "espresso and coffee",
+                "coffee after lunch",
+            ]
+        )
+        + "\n",
+    )
+    hits = daily.search("espresso coffee", archived_since=None, limit=10)
+    assert hits[0].excerpt == "espresso and coffee"
+    assert len(hits) == 4
+    assert len(daily.search("espresso coffee", archived_since=None, limit=2)) == 2
+    assert daily.search("espresso coffee", archived_since=None, limit=0) == []
+
+
+def test_search_covers_live_files_and_archives_within_the_horizon(
+    directory: Path, daily: DailyLog
+) -> None:
+    write(directory / "2026-04-11.md", "lunch with Anna\n")
+    write(directory / "archive" / "2026-04-05.md", "lunch with Ben\n")
+    write(directory / "archive" / "2026-03-01.md", "lunch with Carl\n")
+
+    def dates(since: date | None) -> set[str]:
+        return {hit.date for hit in daily.search("lunch", archived_since=since, limit=10)}
+
+    assert dates(None) == {"2026-04-11", "2026-04-05", "2026-03-01"}
+    assert dates(date(2026, 4, 5)) == {"2026-04-11", "2026-04-05"}
+    assert dates(date(2026, 4, 6)) == {"2026-04-11"}
+
+
+def test_search_sees_appends_archives_and_edits(directory: Path, daily: DailyLog) -> None:
+    daily.append(DAY, "planned the garden")
+    assert len(daily.search("garden", archived_since=None, limit=10)) == 1
+    daily.append(DAY, "x")
+    daily.append(DAY, "watered the garden")
+    assert [h.line_range for h in daily.search("garden", archived_since=None, limit=10)] == [
+        (1, 1),
+        (3, 3),
+    ]
+    daily.archive(DAY)
+    assert len(daily.search("garden", archived_since=DAY, limit=10)) == 2
+    assert daily.search("garden", archived_since=DAY + timedelta(days=1), limit=10) == []
+    write(directory / "archive" / "2026-04-11.md", "paved the yard\n")
+    assert daily.search("garden", archived_since=None, limit=10) == []
+
+
+def test_a_year_of_daily_files_is_searched_quickly(directory: Path, daily: DailyLog) -> None:
+    words = ["coffee", "garden", "meeting", "lunch", "sleep", "vegetables", "focus", "walk"]
+    for offset in range(365):
+        day = date(2025, 4, 1) + timedelta(days=offset)
+        folder = directory if offset >= 358 else directory / "archive"
+        lines = (
+            f"note {n}: {words[(offset + n) % 8]} then {words[(offset * n) % 8]} on day {offset}"
+            for n in range(50)
+        )
+        write(folder / f"{day.isoformat()}.md", "\n".join(lines) + "\n")
+    daily.search("warm up", archived_since=None, limit=10)
+    timings = []
+    for query in ["coffee", "user.food.vegetables", "sleep focus walk", "meeting about lunch"]:
+        runs = []
+        for _ in range(3):  # the best of three, so a busy machine does not decide
+            started = time.perf_counter()
+            assert len(daily.search(query, archived_since=None, limit=10)) == 10
+            runs.append(time.perf_counter() - started)
+        timings.append(min(runs))
+    assert statistics.median(timings) < 0.05, timings

@@ -1,0 +1,88 @@
+"""Text matching: which words count, how they match, and how documents are ranked."""
+
+from __future__ import annotations
+
+from daemon.memory.text import Index, query_terms, terms, words
+
+
+def index_of(*texts: str) -> Index[int]:
+    index: Index[int] = Index()
+    for key, text in enumerate(texts):
+        index.add(key, text)
+    return index
+
+
+def keys(index: Index[int], query: str, limit: int = 10) -> list[int]:
+    return [match.key for match in index.search(query, limit)]
+
+
+def test_words_are_normalized_casefolded_and_split_on_anything_but_letters_and_digits() -> None:
+    assert words("User.Food.VEGETABLES") == ["user", "food", "vegetables"]
+    fullwidth_coffee = "\uff23\uff2f\uff26\uff26\uff25\uff25"
+    assert words(f"{fullwidth_coffee} at 7am—ﬁne, straße") == ["coffee", "7am", "fine", "strasse"]
+    assert words("snake_case-and/slashes") == ["snake", "case", "slashes"]
+
+
+def test_short_words_and_stopwords_do_not_count() -> None:
+    assert words("I am at the gym with Al, and it was what we did") == ["gym"]
+    assert terms("") == []
+    assert query_terms("what is the") == {}
+
+
+def test_plural_and_singular_match_through_stemming() -> None:
+    index = index_of("I cooked a vegetable stew", "Deep work before lunch")
+    assert keys(index, "vegetables") == [0]
+    assert keys(index, "user.food.vegetables") == [0]
+
+
+def test_words_match_whole_never_as_substrings() -> None:
+    index = index_of("Sleepover at Anna's place", "Try to sleep by 23:00")
+    assert keys(index, "sleep") == [1]
+    assert keys(index, "over") == []
+
+
+def test_matches_explain_themselves_with_the_query_words_in_query_order() -> None:
+    index = index_of("Vegetables need twenty minutes; timing matters")
+    (match,) = index.search("timing of vegetables", 10)
+    assert match.words == ("timing", "vegetables")
+
+
+def test_more_and_rarer_matching_words_rank_first() -> None:
+    index = index_of(
+        "coffee in the morning",
+        "coffee and more coffee at noon",
+        "coffee after the walk",
+        "espresso is coffee too",
+        "espresso before the meeting about coffee beans",
+    )
+    ranked = keys(index, "espresso coffee")
+    # Both words beat one word; among the one-word matches the rare word beats the common one.
+    assert set(ranked[:2]) == {3, 4}
+    assert ranked[2] == 1  # "coffee" twice in a short line
+
+    rare = index_of("coffee", "coffee", "coffee", "espresso")
+    assert keys(rare, "coffee espresso")[0] == 3
+
+
+def test_results_are_bounded_by_the_limit_and_ties_keep_index_order() -> None:
+    index = index_of(*(f"note {n} about lunch" for n in range(5)))
+    assert keys(index, "lunch", limit=2) == [0, 1]
+    assert keys(index, "lunch", limit=0) == []
+
+
+def test_removed_and_replaced_documents_are_searched_as_they_are_now() -> None:
+    index = index_of("lunch at noon", "dinner at eight")
+    index.remove(0)
+    assert keys(index, "lunch") == []
+    index.add(1, "lunch moved to one")
+    assert keys(index, "lunch") == [1]
+    assert keys(index, "dinner") == []
+    index.remove(42)  # unknown keys are ignored
+
+
+def test_a_filter_narrows_results_without_changing_scores() -> None:
+    index = index_of("lunch with Anna", "lunch with Ben", "dinner with Anna")
+    everything = index.scores("lunch anna")
+    narrowed = index.scores("lunch anna", where=lambda key: key != 0)
+    assert narrowed == {key: score for key, score in everything.items() if key != 0}
+    assert set(everything) == {0, 1, 2}
