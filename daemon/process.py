@@ -25,9 +25,6 @@ from daemon.api.server import bind_tcp, bind_unix, make_server
 from daemon.bus import Receptor, RetryPolicy, SignalBus
 from daemon.clock import Clock, utcnow
 from daemon.config import Config, ConfigError
-from daemon.memory.compost import Compost
-from daemon.memory.daily import DailyLog
-from daemon.memory.substrate import Substrate
 from daemon.memory.watcher import watch_substrate
 from daemon.recall import Memory
 from daemon.sdnotify import notify, watchdog_interval
@@ -64,23 +61,12 @@ def read_token(path: Path) -> str:
     return token
 
 
-def build_memory(config: Config, store: Store) -> Memory:
-    return Memory(
-        store=store,
-        substrate=Substrate(config.paths.substrate),
-        daily=DailyLog(config.paths.daily),
-        compost=Compost(config.paths.compost, config.compost.templates),
-        workspace=config.workspace,
-        zone=config.zone,
-    )
-
-
 async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     """Run until SIGTERM or SIGINT. Raises ConfigError before anything is touched."""
     rhythm_templates = load_rhythms(config)
     token = read_token(config.ingress.token_file) if config.ingress.token_file else None
     store = Store(config.store.url)
-    memory = build_memory(config, store)
+    memory = Memory.from_config(config, store)
     try:
         receptors = build_receptors(config, store, memory.daily)
     except ValueError as exc:

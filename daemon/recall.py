@@ -17,12 +17,13 @@ from datetime import date, datetime, timedelta
 from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from daemon.clock import iso, to_utc
+from daemon.config import Config
 from daemon.memory.compost import Compost, CompostHit
 from daemon.memory.daily import DailyHit, DailyLog
-from daemon.memory.strength import Strength, strength
+from daemon.memory.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.memory.substrate import Substrate, SubstrateHit
 from daemon.models.memory import Mark
 from daemon.store import Store
@@ -44,9 +45,20 @@ class RecallQuery(BaseModel):
     about: str = Field(min_length=1, max_length=1024)
     layers: tuple[Layer, ...] = LAYERS
     horizon: str | None = None  # 1d, 7d, 30d, all, an ISO date or an ISO instant
-    min_strength: float = Field(0.1, ge=0.0, le=1.0)
+    min_strength: float = Field(WITHER_THRESHOLD, ge=0.0, le=1.0)
     limit: int = Field(10, ge=1, le=1000)
     include_withered: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _withered_means_any_strength(cls, data: Any) -> Any:
+        # Withered marks are below the default minimum by definition: asking for them
+        # without naming a minimum means asking for every strength.
+        if isinstance(data, dict) and data.get("min_strength") is None:
+            data = {key: value for key, value in data.items() if key != "min_strength"}
+            if data.get("include_withered"):
+                data["min_strength"] = 0.0
+        return data
 
     @field_validator("layers", mode="before")
     @classmethod
@@ -145,6 +157,17 @@ class Memory:
     compost: Compost
     workspace: str
     zone: ZoneInfo
+
+    @classmethod
+    def from_config(cls, config: Config, store: Store) -> Memory:
+        return cls(
+            store=store,
+            substrate=Substrate(config.paths.substrate),
+            daily=DailyLog(config.paths.daily),
+            compost=Compost(config.paths.compost, config.compost.templates),
+            workspace=config.workspace,
+            zone=config.zone,
+        )
 
 
 def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:

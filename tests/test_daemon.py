@@ -52,6 +52,8 @@ def curl(home: DaemonHome, *args: str) -> tuple[int, dict[str, object]]:
 
 def test_emit_recall_stop_and_the_mark_survives_a_restart(home: DaemonHome) -> None:
     with running(home):
+        schema = home.get("/openapi.json").json()
+        assert {"/v1/signals", "/v1/recall", "/v1/seeds", "/v1/health"} <= set(schema["paths"])
         status, body = curl(
             home,
             "-X", "POST", "http://cambium/v1/signals?wait=5",
@@ -106,6 +108,12 @@ def test_bad_requests_get_field_errors_and_the_daemon_keeps_serving(home: Daemon
         assert response.status_code == 422 and "layers" in response.text
         response = home.get("/v1/recall", about="x", horizon="yesterday")
         assert response.status_code == 422 and "horizon" in response.text
+        response = home.get("/v1/recall", limit="many")
+        assert response.status_code == 422
+        assert {e["field"] for e in response.json()["errors"]} == {"about", "limit"}
+        response = home.post("/v1/seeds/nope/review", {"decision": "maybe"})
+        assert response.status_code == 422
+        assert {e["field"] for e in response.json()["errors"]} == {"decision", "reviewer"}
         assert home.get("/v1/health").json()["status"] == "ok"
         assert home.get("/v1/signals/nope").status_code == 404
         stored = home.post("/v1/signals", OBSERVATION | {"idempotency_key": "k1"}).json()
@@ -175,12 +183,12 @@ def test_a_stale_socket_is_replaced_and_a_live_one_is_not_stolen(
         assert home.get("/v1/health").status_code == 200, "the first daemon still serves"
 
 
-def test_systemd_notify_ready_and_stopping(home: DaemonHome, tmp_path: Path) -> None:
+def test_systemd_notify_ready_watchdog_and_stopping(home: DaemonHome, tmp_path: Path) -> None:
     notify_path = tmp_path / "notify.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
         listener.bind(str(notify_path))
         listener.settimeout(20)
-        env = home.env() | {"NOTIFY_SOCKET": str(notify_path)}
+        env = home.env() | {"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "200000"}
         process = subprocess.Popen(
             [str(Path(home.cli.__globals__["CAMBIUM"])), "run", "--config", str(home.config)],
             env=env,
@@ -188,10 +196,14 @@ def test_systemd_notify_ready_and_stopping(home: DaemonHome, tmp_path: Path) -> 
             stderr=subprocess.DEVNULL,
         )
         try:
-            assert listener.recv(100) == b"READY=1"
+            messages = [listener.recv(100) for _ in range(4)]
+            assert b"READY=1" in messages
+            assert messages.count(b"WATCHDOG=1") >= 2, "pings every WATCHDOG_USEC / 2"
             assert home.get("/v1/health").status_code == 200, "ready means serving"
             process.send_signal(signal.SIGTERM)
-            assert listener.recv(100) == b"STOPPING=1"
+            while (message := listener.recv(100)) == b"WATCHDOG=1":
+                pass
+            assert message == b"STOPPING=1"
             assert process.wait(20) == 0
         finally:
             if process.poll() is None:

@@ -180,3 +180,10 @@ def test_bad_queries_name_the_field(fields: dict[str, Any], bad: str) -> None:
     with pytest.raises(ValidationError) as exc:
         RecallQuery.model_validate({"about": "x"} | fields)
     assert exc.value.errors()[0]["loc"][0] == bad
+
+
+def test_asking_for_withered_marks_without_a_minimum_means_any_strength() -> None:
+    assert RecallQuery(about="x").min_strength == 0.1
+    assert RecallQuery.model_validate({"about": "x", "include_withered": True}).min_strength == 0
+    explicit = {"about": "x", "include_withered": True, "min_strength": 0.3}
+    assert RecallQuery.model_validate(explicit).min_strength == 0.3

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
@@ -75,9 +76,20 @@ def create_app(services: Services) -> FastAPI:
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
         errors = field_errors(exc)
-        return await _problem(
-            request, Problem(422, "; ".join(f"{e.field}: {e.message}" for e in errors), errors)
-        )
+        return await _problem(request, Problem(422, _summary(errors), errors))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own checks (query parameters, JSON bodies) in the same shape as ours:
+        # the field named without its "query."/"body." prefix.
+        errors = [
+            FieldError(
+                field=".".join(str(part) for part in error["loc"][1:]) or str(error["loc"][0]),
+                message=error["msg"],
+            )
+            for error in exc.errors()
+        ]
+        return await _problem(request, Problem(422, _summary(errors), errors))
 
     @app.exception_handler(BusClosed)
     async def _closing(request: Request, exc: BusClosed) -> JSONResponse:
@@ -146,7 +158,7 @@ def create_app(services: Services) -> FastAPI:
         about: str,
         layers: str | None = None,
         horizon: str | None = None,
-        min_strength: float = 0.1,
+        min_strength: float | None = None,
         limit: int = 10,
         include_withered: bool = False,
     ) -> dict[str, Any]:
@@ -221,6 +233,10 @@ async def _settle(bus: SignalBus, signal_id: str, wait: float) -> dict[str, str]
     with anyio.move_on_after(wait):
         return await bus.settled(signal_id)
     return await bus.store.read(partial(log_store.signal_status, signal_id=signal_id))
+
+
+def _summary(errors: list[FieldError]) -> str:
+    return "; ".join(f"{e.field}: {e.message}" for e in errors)
 
 
 def _jsonable(value: Any) -> Any:

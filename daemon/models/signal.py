@@ -27,6 +27,7 @@ from daemon.clock import to_utc, utcnow
 
 SIGNAL_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_PAYLOAD_DEPTH = 32
@@ -58,7 +59,10 @@ class Signal(BaseModel):
         str_strip_whitespace=False,
     )
 
-    id: ShortName = Field(default_factory=new_signal_id)
+    # No "/" in ids: they travel in URL paths (/v1/signals/{id}).
+    id: Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)] = Field(
+        default_factory=new_signal_id
+    )
     type: str = Field(max_length=128, pattern=SIGNAL_TYPE_PATTERN)
     signal_class: ShortName = Field("knowledge", alias="class")
     source_layer: ShortName = "agent"

@@ -1,0 +1,143 @@
+"""The bus end to end: signals per second from emit to a delivered mark, in process and over
+the Unix socket, beside the two floors that bound it on this disk and this server.
+
+- raw SQLite (WAL, ``synchronous=FULL``): one row per commit, and 100 rows per commit;
+- in process: a :class:`SignalBus` with the observation receptor on a SQLite file, 1 and 8
+  concurrent emitters, timed from the first emit until :meth:`SignalBus.drained`;
+- over the socket: the real daemon, 1 and 8 client threads POSTing ``/v1/signals``, timed
+  until ``/v1/health`` shows nothing pending; and the same daemon's cheapest endpoint
+  (``GET /v1/health``) with 8 client threads, the ceiling for any request.
+
+Every signal is an observation of its own (1,000 subjects), so every one makes a mark.
+
+    .venv/bin/python -m bench.bus
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from bench.harness import Daemon, get_rate, observation, post_signals, scratch
+from bench.report import Figure, Part, at_least, main_for, percentiles
+from daemon.bus import SignalBus
+from daemon.store import Store
+from daemon.store.migrate import upgrade
+from receptors.observation import ObservationReceptor
+
+RAW_SECONDS = 2.0
+NOOP_SECONDS = 3.0
+IN_PROCESS = {1: 6_000, 8: 20_000}  # emitters: signals
+OVER_SOCKET = {1: 3_000, 8: 12_000}
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """``count`` signals acknowledged and delivered in ``seconds``."""
+
+    count: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+    def figures(self, label: str) -> list[Figure]:
+        p50, p99 = percentiles(self.latencies)
+        return [
+            Figure(f"{label}, end to end", self.rate, "signals/s"),
+            Figure(f"{label}, ack p50", p50 * 1000, "ms"),
+            Figure(f"{label}, ack p99", p99 * 1000, "ms"),
+        ]
+
+
+def raw_sqlite(path: Path, rows_per_commit: int) -> float:
+    """Rows per second committed by plain sqlite3 inserts, ``rows_per_commit`` at a time."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, body TEXT)")
+    rows = [(f"a row about as long as a stored signal {'x' * 200}",)] * rows_per_commit
+    written = 0
+    started = time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < RAW_SECONDS:
+        connection.execute("BEGIN")
+        connection.executemany("INSERT INTO raw (body) VALUES (?)", rows)
+        connection.execute("COMMIT")
+        written += rows_per_commit
+    connection.close()
+    return written / elapsed
+
+
+async def in_process(path: Path, emitters: int, count: int) -> Throughput:
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    latencies: list[float] = []
+    try:
+        async with SignalBus(store, [ObservationReceptor()]) as bus:
+
+            async def emitter(first: int) -> None:
+                for n in range(first, count, emitters):
+                    sent = time.perf_counter()
+                    await bus.emit_raw(observation(n))  # validated, as the ingress does
+                    latencies.append(time.perf_counter() - sent)
+
+            started = time.perf_counter()
+            async with anyio.create_task_group() as tasks:
+                for first in range(emitters):
+                    tasks.start_soon(emitter, first)
+            await bus.drained()
+            seconds = time.perf_counter() - started
+    finally:
+        store.close()
+    return Throughput(count, seconds, latencies)
+
+
+def over_socket(daemon: Daemon, start: int, count: int, clients: int) -> Throughput:
+    started = time.perf_counter()
+    latencies = post_signals(daemon.socket, start, count, clients)
+    daemon.wait_drained()
+    return Throughput(count, time.perf_counter() - started, latencies)
+
+
+def run() -> Part:
+    with scratch() as root:
+        raw_one = raw_sqlite(root / "raw-1.db", 1)
+        raw_hundred = raw_sqlite(root / "raw-100.db", 100)
+        local = {
+            emitters: anyio.run(in_process, root / f"bus-{emitters}.db", emitters, count)
+            for emitters, count in IN_PROCESS.items()
+        }
+        with Daemon(root / "daemon") as daemon:
+            noop = get_rate(daemon.socket, "/v1/health", 8, NOOP_SECONDS)
+            remote, start = {}, 0
+            for clients, count in OVER_SOCKET.items():
+                remote[clients] = over_socket(daemon, start, count, clients)
+                start += count
+    figures = [
+        Figure("raw SQLite, 1 row/commit", raw_one, "rows/s"),
+        Figure("raw SQLite, 100 rows/commit", raw_hundred, "rows/s"),
+        Figure("socket no-op GET /v1/health, 8 clients", noop, "req/s"),
+    ]
+    for emitters, result in local.items():
+        figures += result.figures(f"in-process, {emitters} emitter{'s' * (emitters > 1)}")
+    for clients, result in remote.items():
+        figures += result.figures(f"socket, {clients} client{'s' * (clients > 1)}")
+    figures += [
+        at_least("in-process 1 emitter / raw 1-row", local[1].rate / raw_one, 0.4),
+        at_least("in-process 8 emitters / raw 1-row", local[8].rate / raw_one, 2.0),
+        at_least("socket 8 clients / no-op GET", remote[8].rate / noop, 0.5),
+        Figure("socket 1 client / no-op GET", remote[1].rate / noop, "x"),
+    ]
+    return Part("bus", figures)
+
+
+if __name__ == "__main__":
+    main_for(run)

@@ -1,0 +1,221 @@
+"""What the benchmark parts share: a scratch directory on the repository's disk, the real
+daemon as a subprocess, a lean HTTP client for its Unix socket, and the load it is put under.
+
+The scratch directory lives under ``bench/results`` (git-ignored), not in the system temp
+directory, which may be a RAM disk where fsync costs nothing and the figures would lie.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from bench.report import RESULTS
+
+CAMBIUM = str(Path(sys.executable).with_name("cambium"))
+SUBJECTS = 1_000
+READY_TIMEOUT = 30.0
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """A fresh directory on the same disk as the repository, removed afterwards."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="scratch-", dir=RESULTS))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def observation(n: int) -> dict[str, Any]:
+    """Signal number ``n``: an observation about one of 1,000 subjects, saying something no
+    other signal says, so each makes a mark of its own (no reinforcement short cut)."""
+    return {
+        "type": "memory.observation",
+        "source_id": "bench",
+        "payload": {
+            "subject": f"bench.area{n % SUBJECTS // 20}.topic{n % 20}",
+            "observation": f"observation number {n} about this topic",
+            "evidence": {"note": "benchmark"},
+        },
+    }
+
+
+class UnixHTTP:
+    """A minimal HTTP/1.1 keep-alive client over a Unix socket. The load generator shares
+    two CPUs with the server it measures, so it must cost far less per request than the
+    server does (httpx costs several times more than this)."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(path))
+        self.reader = self.sock.makefile("rb")
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def request(self, method: str, target: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = (
+            f"{method} {target} HTTP/1.1\r\nhost: cambium\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        )
+        self.sock.sendall(head.encode() + body)
+        status_line = self.reader.readline()
+        if not status_line:
+            raise ConnectionError("the daemon closed the connection")
+        length = 0
+        while (line := self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        return int(status_line.split()[1]), self.reader.read(length)
+
+    def json(self, target: str) -> Any:
+        status, body = self.request("GET", target)
+        if status != 200:
+            raise RuntimeError(f"GET {target}: {status} {body[:200]!r}")
+        return json.loads(body)
+
+
+class Daemon:
+    """``cambium run`` on a private directory, with the default settings but for paths."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket = root / "run" / "cambium.sock"
+        self.substrate = root / "memory" / "long-term"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.startup_seconds = 0.0
+
+    def _configure(self) -> Path:
+        for directory in (self.substrate, self.root / "memory/daily", self.root / "memory/compost"):
+            directory.mkdir(parents=True, exist_ok=True)
+        (self.root / "run").mkdir(mode=0o700, exist_ok=True)
+        config = self.root / "cambium.toml"
+        config.write_text(
+            f'[store]\nurl = "sqlite:///{self.root / "cambium.db"}"\n'
+            '[ingress]\nsocket = "run/cambium.sock"\n'
+            '[paths]\nsubstrate = ["memory/long-term"]\n'
+            'daily = "memory/daily"\ncompost = "memory/compost"\n',
+            encoding="utf-8",
+        )
+        return config
+
+    def __enter__(self) -> Self:
+        config = self._configure()
+        with (self.root / "daemon.log").open("ab") as log:
+            started = time.perf_counter()
+            self.process = subprocess.Popen(
+                [CAMBIUM, "run", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+            )
+        while not self._answers():
+            if self.process.poll() is not None or time.perf_counter() - started > READY_TIMEOUT:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"the daemon did not start; see {self.root / 'daemon.log'}")
+            time.sleep(0.005)
+        self.startup_seconds = time.perf_counter() - started
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            client = UnixHTTP(self.socket)
+        except OSError:
+            return False
+        try:
+            return client.request("GET", "/v1/health")[0] == 200
+        except OSError:
+            return False
+        finally:
+            client.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def rss_mb(self) -> float:
+        """Resident set size from /proc (Linux), in MiB."""
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="ascii")
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+        return int(kib) / 1024
+
+    def wait_drained(self, poll: float = 0.01) -> None:
+        """Until health shows no pending delivery."""
+        client = UnixHTTP(self.socket)
+        try:
+            while client.json("/v1/health")["deliveries"]["pending"]:
+                time.sleep(poll)
+        finally:
+            client.close()
+
+
+def post_signals(path: Path, start: int, count: int, clients: int) -> list[float]:
+    """POST observations ``start .. start + count`` from ``clients`` threads, each on its own
+    keep-alive connection; the acknowledgement latency of each, in seconds."""
+
+    def client(first: int) -> list[float]:
+        connection = UnixHTTP(path)
+        latencies = []
+        try:
+            for n in range(start + first, start + count, clients):
+                body = json.dumps(observation(n)).encode()
+                sent = time.perf_counter()
+                status, answer = connection.request("POST", "/v1/signals", body)
+                latencies.append(time.perf_counter() - sent)
+                if status != 201:
+                    raise RuntimeError(f"POST /v1/signals: {status} {answer[:200]!r}")
+        finally:
+            connection.close()
+        return latencies
+
+    with ThreadPoolExecutor(clients) as pool:
+        return [latency for part in pool.map(client, range(clients)) for latency in part]
+
+
+def get_rate(path: Path, target: str, clients: int, seconds: float) -> float:
+    """Requests per second that ``clients`` threads get answered with 200 for ``target``."""
+    deadline = time.perf_counter() + seconds
+
+    def client(_: int) -> int:
+        connection = UnixHTTP(path)
+        done = 0
+        try:
+            while time.perf_counter() < deadline:
+                status, answer = connection.request("GET", target)
+                if status != 200:
+                    raise RuntimeError(f"GET {target}: {status} {answer[:200]!r}")
+                done += 1
+        finally:
+            connection.close()
+        return done
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        done = sum(pool.map(client, range(clients)))
+    return done / (time.perf_counter() - started)

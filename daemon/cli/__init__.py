@@ -1,0 +1,1 @@
+"""The ``cambium`` command line."""

@@ -1,0 +1,164 @@
+"""What every ``cambium`` command shares: exit codes, failures, ``--config`` and ``--json``,
+opening the store for reading, and JSON output.
+
+Heavy modules (SQLAlchemy, Alembic, the store) are imported inside the functions that need
+them, so ``cambium --help`` and the write commands start quickly.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from daemon.config import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    from daemon.store import Store
+
+# Besides 0 (ok). Click's own usage errors exit 2 as well, like BadInput.
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 1, 2, 3
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Where a group that also lists (``cambium signals --config X show ID``) leaves its
+# ``--config`` for its subcommands.
+_CONFIG_META = "cambium.config_path"
+
+
+class Failure(click.ClickException):
+    """Stop the command: print ``cambium: <message>`` on stderr and exit 1."""
+
+    exit_code = EXIT_FAILED
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"cambium: {self.format_message()}", err=True)
+
+
+class BadInput(Failure):
+    exit_code = EXIT_BAD_INPUT
+
+
+class Unreachable(Failure):
+    exit_code = EXIT_UNREACHABLE
+
+
+def config_option(func: F) -> F:
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="Config file (default: $CAMBIUM_CONFIG, then the user config directory).",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
+    )(func)
+
+
+def remember_config(ctx: click.Context, config_path: Path | None) -> None:
+    """Let a listing group's ``--config`` serve the subcommand invoked through it."""
+    if config_path is not None:
+        ctx.meta[_CONFIG_META] = config_path
+
+
+def load(config_path: Path | None) -> Config:
+    if config_path is None:
+        ctx = click.get_current_context(silent=True)
+        config_path = ctx.meta.get(_CONFIG_META) if ctx else None
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        raise BadInput(f"bad config: {exc}") from None
+
+
+def login_name() -> str:
+    """Who is at the keyboard: the default observer and reviewer."""
+    return getpass.getuser()
+
+
+def day_option(help_text: str) -> Callable[[F], F]:
+    """``--date YYYY-MM-DD``, checked to be a real calendar date (exit 2 otherwise)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
+        from daemon.memory.daily import InvalidDay, parse_day
+
+        if value is None:
+            return None
+        try:
+            return parse_day(value)
+        except InvalidDay as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return click.option("--date", "day", metavar="YYYY-MM-DD", callback=check, help=help_text)
+
+
+def warnings_to_stderr() -> None:
+    """The memory layers log files they skip (a missing substrate entry, say): on the
+    command line those warnings go to stderr, never into the output or its JSON."""
+    import logging
+    import sys
+
+    import structlog
+
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+def print_json(value: Any) -> None:
+    """JSON on stdout; instants as ISO 8601 UTC, like the API."""
+
+    def encode(item: Any) -> Any:
+        from daemon.clock import iso
+
+        if isinstance(item, datetime):
+            return iso(item)
+        raise TypeError(f"{type(item).__name__} is not JSON serializable")
+
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=encode))
+
+
+@contextmanager
+def reading_store(config: Config) -> Iterator[Store]:
+    """The store, opened for reading only (no writer thread, no migrations): read commands
+    work whether or not the daemon runs. A missing or unmigrated database exits 1."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from daemon.store import Store
+    from daemon.store.migrate import current_revision, head_revision
+
+    url = config.store.url
+    parsed = make_url(url)
+    advice = "run `cambium db upgrade` or start the daemon"
+    # Connecting would create an empty SQLite file: look first.
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        path = Path(parsed.database).expanduser()
+        if not path.exists():
+            raise Failure(f"no database at {path}: {advice}")
+    try:
+        revision = current_revision(url)
+    except SQLAlchemyError as exc:
+        raise Failure(f"cannot open the store: {exc.__class__.__name__}: {exc}") from None
+    if revision != head_revision():
+        raise Failure(f"the database is not migrated (revision {revision}): {advice}")
+    store = Store(url)
+    try:
+        yield store
+    finally:
+        store.close()

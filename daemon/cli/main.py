@@ -1,0 +1,192 @@
+"""``cambium``: run the daemon, and read and review its memory from the terminal.
+
+Exit codes: 0 ok; 1 failed; 2 bad input; 3 daemon not reachable.
+
+Read commands (``memory recall``, ``memory seeds``, ``memory substrate``, ``signals``)
+read the store and the files directly, daemon running or not. Write commands (``emit``,
+``memory mark|note|consolidate``, ``memory seeds accept|reject``, ``signals retry``) and
+``status`` talk to the daemon over its Unix socket.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from daemon.cli.common import (
+    BadInput,
+    Failure,
+    config_option,
+    json_option,
+    load,
+    print_json,
+)
+from daemon.cli.memory import memory
+from daemon.cli.signals import signals
+from daemon.config import ConfigError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cambium-memory", prog_name="cambium")
+def cli() -> None:
+    """Cambium Memory: a local daemon that gives your assistant a memory that lasts.
+
+    Exit codes: 0 ok, 1 failed, 2 bad input, 3 daemon not reachable.
+    """
+
+
+cli.add_command(memory)
+cli.add_command(signals)
+
+
+@cli.command()
+@config_option
+def run(config_path: Path | None) -> None:
+    """Run the daemon in the foreground (systemd and launchd supervise it; it never forks).
+
+    \b
+    Example:
+      cambium run --config ~/.config/cambium/cambium.toml
+    """
+    import anyio
+
+    from daemon.api.server import IngressError
+    from daemon.logs import configure_logging
+    from daemon.process import run_daemon
+
+    config = load(config_path)
+    configure_logging(config.log.level)
+    try:
+        anyio.run(run_daemon, config)
+    except ConfigError as exc:
+        raise BadInput(f"bad config: {exc}") from None
+    except IngressError as exc:
+        raise Failure(str(exc)) from None
+
+
+@cli.command()
+@json_option
+@config_option
+def status(as_json: bool, config_path: Path | None) -> None:
+    """Is the daemon up, and what is it doing?
+
+    Version, uptime, receptors, pending and dead deliveries, the next fire of each
+    rhythm, the watched substrate files. Exit 3 when the daemon is not reachable.
+
+    \b
+    Examples:
+      cambium status
+      cambium status --json
+    """
+    from daemon.cli.client import Ingress
+
+    config = load(config_path)
+    health = Ingress(config.ingress.socket).health()
+    if as_json:
+        print_json(health)
+    else:
+        from daemon.cli.render import show, status_view
+
+        show(status_view(health, config.ingress.socket))
+    if health["status"] != "ok":
+        raise Failure(f"the daemon is {health['status']}")
+
+
+@cli.command()
+@click.argument("signal_type", metavar="TYPE")
+@click.option("--payload", required=True, help="The payload: a JSON object.")
+@click.option("--source-id", required=True, help="Who emits it (an agent or script name).")
+@click.option("--intensity", type=float, help="0..1 (default 0.7).")
+@click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@click.option("--affinity", multiple=True, help="A tag; repeat it or give a comma list (a,b).")
+@click.option("--workspace", help="Workspace id (default: the configured one).")
+@click.option("--idempotency-key", help="Emit at most once per key; a repeat is a duplicate.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(0, 30),
+    default=10,
+    show_default=True,
+    help="Seconds to wait for the deliveries (0: return once stored).",
+)
+@json_option
+@config_option
+def emit(
+    signal_type: str,
+    payload: str,
+    source_id: str,
+    intensity: float | None,
+    decay_days: float | None,
+    affinity: tuple[str, ...],
+    workspace: str | None,
+    idempotency_key: str | None,
+    wait: float,
+    as_json: bool,
+    config_path: Path | None,
+) -> None:
+    """Emit a signal, as an agent or script would.
+
+    The signal of TYPE is stored durably, then delivered; this waits for the deliveries
+    and exits 1 if one is dead.
+
+    \b
+    Examples:
+      cambium emit memory.observation --source-id agent-chat \\
+        --payload '{"subject": "user.food.lunch", "observation": "likes lentil soup",
+                    "evidence": {"note": "said so in chat"}}'
+      cambium emit memory.consolidate --source-id cron --payload '{"date": "2026-01-15"}' \\
+        --idempotency-key consolidate:2026-01-15 --wait 0
+    """
+    from daemon.cli.client import Ingress
+
+    try:
+        parsed_payload = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"bad --payload: not valid JSON: {exc}") from None
+    signal = {
+        "type": signal_type,
+        "source_id": source_id,
+        "payload": parsed_payload,
+        "intensity": intensity,
+        "decay_rate": decay_days * 86_400 if decay_days is not None else None,
+        "affinity": [tag.strip() for tags in affinity for tag in tags.split(",") if tag.strip()],
+        "workspace_id": workspace,
+        "idempotency_key": idempotency_key,
+    }
+    signal = {key: value for key, value in signal.items() if value is not None}
+    ingress = Ingress(load(config_path).ingress.socket)
+    answer = ingress.emit(signal, wait)
+    if as_json:
+        print_json(answer)
+    else:
+        from daemon.cli.render import show, stored
+
+        show(stored(answer, signal_type))
+    ingress.check_deliveries(answer)
+
+
+@cli.group()
+def db() -> None:
+    """The database."""
+
+
+@db.command()
+@config_option
+def upgrade(config_path: Path | None) -> None:
+    """Apply schema migrations (the daemon also applies them at start).
+
+    \b
+    Example:
+      cambium db upgrade
+    """
+    from daemon.store.migrate import current_revision
+    from daemon.store.migrate import upgrade as apply
+
+    config = load(config_path)
+    apply(config.store.url)
+    click.echo(f"database at revision {current_revision(config.store.url)}")
+
+
+def main() -> None:
+    cli(prog_name="cambium")

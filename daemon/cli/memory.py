@@ -1,0 +1,416 @@
+"""``cambium memory``: recall, mark, note, consolidate, seeds, substrate.
+
+Reading (recall, seeds, substrate) goes to the store and the files directly, so it works
+with the daemon stopped; everything that changes memory is a signal sent through the
+daemon's ingress, so the signal log stays the audit trail of the memory.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from daemon.cli.common import (
+    BadInput,
+    config_option,
+    day_option,
+    json_option,
+    load,
+    login_name,
+    print_json,
+    reading_store,
+    remember_config,
+    warnings_to_stderr,
+)
+
+if TYPE_CHECKING:
+    from daemon.cli.client import Ingress
+    from daemon.config import Config
+    from daemon.recall import Memory
+    from daemon.store import Store
+
+HUMAN = "human"
+
+
+@click.group()
+def memory() -> None:
+    """Recall and review what the memory knows; add to it by hand."""
+
+
+def open_memory(config: Config, store: Store) -> Memory:
+    """The four layers, read-only."""
+    from daemon.recall import Memory
+
+    warnings_to_stderr()
+    return Memory.from_config(config, store)
+
+
+def ingress(config: Config) -> Ingress:
+    from daemon.cli.client import Ingress
+
+    return Ingress(config.ingress.socket)
+
+
+# -- recall ------------------------------------------------------------------------------
+
+
+@memory.command()
+@click.argument("about")
+@click.option(
+    "--layers", metavar="A,B", help="Comma list of substrate, marks, daily, compost (default: all)."
+)
+@click.option(
+    "--horizon", metavar="7d", help="1d, 7d, 30d (any Nd), all, an ISO date or an ISO instant."
+)
+@click.option(
+    "--min-strength",
+    type=float,
+    help="Weakest mark to show, 0..1 (default 0.1; 0 with --include-withered).",
+)
+@click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
+@click.option("--include-withered", is_flag=True, help="Also show marks that have faded.")
+@json_option
+@config_option
+def recall(
+    about: str,
+    layers: str | None,
+    horizon: str | None,
+    min_strength: float | None,
+    limit: int | None,
+    include_withered: bool,
+    as_json: bool,
+    config_path: Path | None,
+) -> None:
+    """What the memory knows about ABOUT, from all four layers.
+
+    ABOUT is a subject path (user.food) or free text. Each mark shows its strength now
+    and how it got there.
+
+    \b
+    Examples:
+      cambium memory recall user.food
+      cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
+      cambium memory recall user --min-strength 0.2 --include-withered --json
+    """
+    from pydantic import ValidationError
+
+    from daemon.clock import utcnow
+    from daemon.recall import RecallQuery
+    from daemon.recall import recall as run_recall
+
+    given = {
+        "about": about,
+        "layers": layers,
+        "horizon": horizon,
+        "min_strength": min_strength,
+        "limit": limit,
+        "include_withered": include_withered,
+    }
+    try:
+        query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise BadInput("; ".join(_option_error(e) for e in exc.errors())) from None
+    config = load(config_path)
+    with reading_store(config) as store:
+        result = run_recall(query, open_memory(config, store), utcnow())
+    if as_json:
+        print_json(result.to_json())
+        return
+    from daemon.cli.render import recall_view, show
+
+    show(recall_view(result, query.layers))
+
+
+def _option_error(error: Any) -> str:
+    name = str(error["loc"][0])
+    option = "ABOUT" if name == "about" else "--" + name.replace("_", "-")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"bad {option} {error['input']!r}: {message}"
+
+
+# -- writing: mark, note, consolidate ----------------------------------------------------
+
+
+@memory.command()
+@click.argument("subject")
+@click.argument("observation")
+@click.option("--by", "observer", help="Who states it (default: your login name).")
+@click.option("--intensity", type=float, help="Initial strength, 0..1 (default 0.7).")
+@click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@config_option
+def mark(
+    subject: str,
+    observation: str,
+    observer: str | None,
+    intensity: float | None,
+    decay_days: float | None,
+    config_path: Path | None,
+) -> None:
+    """State an observation yourself.
+
+    OBSERVATION about SUBJECT becomes a mark (or reinforces the same one), with evidence
+    naming you; the mark is printed once delivered.
+
+    \b
+    Examples:
+      cambium memory mark user.coffee "takes coffee black"
+      cambium memory mark user.sleep.bedtime "in bed by 23:00" --decay-days 30
+    """
+    from daemon.clock import utcnow
+    from daemon.memory.subjects import normalize_subject
+    from daemon.recall import RecallQuery
+    from daemon.recall import recall as run_recall
+
+    subject = normalize_subject(subject)
+    observation = observation.strip()
+    if not subject:
+        raise BadInput("bad SUBJECT: it must be a non-empty dot path, like user.coffee")
+    if not observation:
+        raise BadInput("bad OBSERVATION: it must not be empty")
+    observer = observer or login_name()
+    signal = _signal(
+        "memory.observation",
+        observer,
+        {
+            "subject": subject,
+            "observation": observation,
+            "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+        },
+        intensity=intensity,
+        decay_days=decay_days,
+    )
+    config = load(config_path)
+    answer = _send(config, signal)
+    if answer["deliveries"].get("observation") != "delivered":
+        return  # still pending: _send said so
+    query = RecallQuery(
+        about=subject, layers=("marks",), min_strength=0, limit=1000, include_withered=True
+    )
+    with reading_store(config) as store:
+        hits = run_recall(query, open_memory(config, store), utcnow()).marks
+    same = [h for h in hits if h.mark.subject == subject and h.mark.observation == observation]
+    if not same:  # more than 1000 marks under this subject: say where to look instead
+        click.echo(f"marked: see `cambium memory recall {subject}`")
+        return
+    from daemon.cli.render import mark_view, show
+
+    # The one this signal created or reinforced is the one touched last.
+    show(mark_view(max(same, key=lambda h: h.mark.last_reinforced_at)))
+
+
+@memory.command()
+@click.argument("text")
+@day_option("The day's file to append to (default: today in the configured time zone).")
+@config_option
+def note(text: str, day: date | None, config_path: Path | None) -> None:
+    """Append a line to a day's log.
+
+    TEXT (one line) goes to the day's daily file, which is consolidated into marks the
+    night after.
+
+    \b
+    Examples:
+      cambium memory note "slept badly; too much coffee after 16:00"
+      cambium memory note "OBS subject=user.food.breakfast porridge" --date 2026-01-15
+    """
+    if not text.strip() or "\n" in text or "\r" in text:
+        raise BadInput("bad TEXT: a daily note is one non-empty line")
+    config = load(config_path)
+    day = day or _today(config)
+    signal = _signal("memory.daily_note", login_name(), {"text": text, "date": day.isoformat()})
+    if _send(config, signal)["deliveries"].get("daily") == "delivered":
+        click.echo(f"noted in {config.paths.daily / f'{day.isoformat()}.md'}")
+
+
+@memory.command()
+@day_option("The day to consolidate (default: yesterday in the configured time zone).")
+@config_option
+def consolidate(day: date | None, config_path: Path | None) -> None:
+    """Consolidate a day's log now, as the nightly rhythm does.
+
+    The day's observations become marks, its file moves to the archive, and faded marks
+    wither.
+
+    \b
+    Examples:
+      cambium memory consolidate
+      cambium memory consolidate --date 2026-01-15
+    """
+    config = load(config_path)
+    day = day or _today(config) - timedelta(days=1)
+    name = f"{day.isoformat()}.md"
+    live, archived = config.paths.daily / name, config.paths.daily / "archive" / name
+    was_live = live.exists()
+    signal = _signal("memory.consolidate", login_name(), {"date": day.isoformat()})
+    if _send(config, signal)["deliveries"].get("consolidation") != "delivered":
+        return
+    if was_live:
+        click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
+    elif archived.exists():
+        click.echo(f"{day.isoformat()} was already consolidated: {archived}")
+    else:
+        click.echo(f"nothing to consolidate: no daily file for {day.isoformat()}")
+
+
+def _today(config: Config) -> date:
+    from daemon.clock import utcnow
+
+    return utcnow().astimezone(config.zone).date()
+
+
+def _signal(
+    signal_type: str,
+    source_id: str,
+    payload: dict[str, Any],
+    *,
+    intensity: float | None = None,
+    decay_days: float | None = None,
+) -> dict[str, Any]:
+    """A signal stated by a person at the terminal."""
+    signal: dict[str, Any] = {
+        "type": signal_type,
+        "source_id": source_id,
+        "source_layer": HUMAN,
+        "payload": payload,
+    }
+    if intensity is not None:
+        signal["intensity"] = intensity
+    if decay_days is not None:
+        signal["decay_rate"] = decay_days * 86_400
+    return signal
+
+
+def _send(config: Config, signal: dict[str, Any]) -> dict[str, Any]:
+    """Emit ``signal`` and wait for its deliveries: a dead one fails, one still pending is
+    reported."""
+    from daemon.cli.client import MAX_WAIT_SECONDS
+
+    daemon = ingress(config)
+    answer = daemon.emit(signal, MAX_WAIT_SECONDS)
+    daemon.check_deliveries(answer)
+    if "pending" in answer["deliveries"].values():
+        click.echo(
+            f"stored signal {answer['id']}; not delivered yet — "
+            f"see `cambium signals show {answer['id']}`"
+        )
+    return answer
+
+
+# -- seeds -------------------------------------------------------------------------------
+
+
+@memory.group(invoke_without_command=True)
+@click.option(
+    "--state",
+    type=click.Choice(["pending", "accepted", "rejected"]),
+    help="Only seeds in this state.",
+)
+@json_option
+@config_option
+@click.pass_context
+def seeds(ctx: click.Context, state: str | None, as_json: bool, config_path: Path | None) -> None:
+    """List, accept and reject seeds.
+
+    Seeds are proposed additions to your files, listed newest first. Accepting one
+    promotes the marks it is based on; the file itself is yours to edit: the daemon never
+    writes it.
+
+    \b
+    Examples:
+      cambium memory seeds --state pending
+      cambium memory seeds --json
+      cambium memory seeds accept sd_0123456789abcdef01234567
+      cambium memory seeds reject sd_0123456789abcdef01234567 --reviewer ada
+    """
+    remember_config(ctx, config_path)
+    if ctx.invoked_subcommand is not None:
+        return
+    from daemon.store import seeds as seed_store
+
+    config = load(config_path)
+    with reading_store(config) as store:
+        found = store.read_now(
+            lambda c: seed_store.list_seeds(c, workspace=config.workspace, state=state)
+        )
+    if as_json:
+        print_json([seed.to_row() for seed in found])
+        return
+    from daemon.cli.render import seeds_view, show
+
+    show(seeds_view(found))
+
+
+def _review(decision: str) -> click.Command:
+    verb = decision.removesuffix("ed")
+
+    @click.argument("seed_id", metavar="ID")
+    @click.option("--reviewer", help="Who decides (default: your login name).")
+    @config_option
+    def review(seed_id: str, reviewer: str | None, config_path: Path | None) -> None:
+        reviewer = reviewer or login_name()
+        seed = ingress(load(config_path)).review(seed_id, decision, reviewer)
+        if seed["state"] == "pending":
+            click.echo(
+                f"review of seed {seed_id} stored as signal {seed['signal_id']}; not applied yet"
+            )
+            return
+        click.echo(f"seed {seed_id} {decision} by {reviewer}")
+        if decision == "accepted":
+            promoted = seed["based_on_marks"]
+            if promoted:
+                click.echo(f"promoted {', '.join(promoted)}")
+            click.echo(f"the daemon never edits {seed['target_file']}: make the change yourself")
+
+    review.__doc__ = f"""{verb.capitalize()} the pending seed ID.
+
+    \b
+    Example:
+      cambium memory seeds {verb} sd_0123456789abcdef01234567 --reviewer ada
+    """
+    return click.command(verb)(review)
+
+
+seeds.add_command(_review("accepted"))
+seeds.add_command(_review("rejected"))
+
+
+# -- substrate ---------------------------------------------------------------------------
+
+
+@memory.command()
+@json_option
+@config_option
+def substrate(as_json: bool, config_path: Path | None) -> None:
+    """Your own long-term files, with their contents.
+
+    The configured entries with absolute paths, then each file's contents. The daemon
+    only reads them.
+
+    \b
+    Examples:
+      cambium memory substrate
+      cambium memory substrate --json
+    """
+    from daemon.memory.substrate import Substrate
+
+    config = load(config_path)
+    warnings_to_stderr()
+    contents = Substrate(config.paths.substrate).contents()
+    entries = [
+        {
+            "path": str(entry),
+            "kind": "directory" if entry.is_dir() else "file" if entry.is_file() else "missing",
+            "files": [str(p) for p in contents if p == entry or p.parent == entry],
+        }
+        for entry in config.paths.substrate
+    ]
+    if as_json:
+        files = [{"path": str(path), "content": text} for path, text in contents.items()]
+        print_json({"entries": entries, "files": files})
+        return
+    from daemon.cli.render import show, substrate_view
+
+    show(substrate_view(entries, contents))

@@ -1,0 +1,115 @@
+"""``cambium signals``: the signal log (the audit trail of the memory), one signal in full,
+and retrying dead deliveries. Listing and showing read the store directly; a retry goes
+through the daemon, which does the delivering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from daemon.cli.common import (
+    Failure,
+    config_option,
+    json_option,
+    load,
+    print_json,
+    reading_store,
+    remember_config,
+)
+
+STATUSES = ("pending", "dead", "delivered", "unrouted")
+
+
+@click.group(invoke_without_command=True)
+@click.option(
+    "--status",
+    type=click.Choice(STATUSES),
+    help="Signals with a delivery in this status (unrouted: no receptor binds the type).",
+)
+@click.option("--type", "signal_type", metavar="T", help="Only signals of this type.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@json_option
+@config_option
+@click.pass_context
+def signals(
+    ctx: click.Context,
+    status: str | None,
+    signal_type: str | None,
+    limit: int,
+    as_json: bool,
+    config_path: Path | None,
+) -> None:
+    """The signal log: list signals, show one, retry one.
+
+    Lists signals newest first, with each delivery's status.
+
+    \b
+    Examples:
+      cambium signals
+      cambium signals --status dead
+      cambium signals --type memory.observation --limit 5 --json
+      cambium signals show 0f8e1c...
+      cambium signals retry 0f8e1c...
+    """
+    remember_config(ctx, config_path)
+    if ctx.invoked_subcommand is not None:
+        return
+    from daemon.store import signals as log_store
+
+    with reading_store(load(config_path)) as store:
+        found = store.read_now(
+            lambda c: log_store.list_signals(c, status=status, signal_type=signal_type, limit=limit)
+        )
+    if as_json:
+        print_json(found)
+        return
+    from daemon.cli.render import show, signals_view
+
+    show(signals_view(found))
+
+
+@signals.command("show")
+@click.argument("signal_id", metavar="ID")
+@json_option
+@config_option
+def show_signal(signal_id: str, as_json: bool, config_path: Path | None) -> None:
+    """One signal in full: its fields, payload and every delivery (attempts, last error).
+
+    \b
+    Example:
+      cambium signals show 0f8e1c... --json
+    """
+    from daemon.store import signals as log_store
+
+    with reading_store(load(config_path)) as store:
+        found = store.read_now(lambda c: log_store.get_signal(c, signal_id))
+    if found is None:
+        raise Failure(f"no signal {signal_id}")
+    if as_json:
+        print_json(found)
+        return
+    from daemon.cli.render import show, signal_detail
+
+    show(signal_detail(found))
+
+
+@signals.command()
+@click.argument("signal_id", metavar="ID")
+@config_option
+def retry(signal_id: str, config_path: Path | None) -> None:
+    """Deliver a signal's dead deliveries again (after fixing what made them fail), and
+    wait for the outcome. Exit 1 if a delivery is dead again.
+
+    \b
+    Example:
+      cambium signals retry 0f8e1c...
+    """
+    from daemon.cli.client import MAX_WAIT_SECONDS, Ingress
+    from daemon.cli.render import delivery_statuses, show
+
+    ingress = Ingress(load(config_path).ingress.socket)
+    answer = ingress.retry(signal_id, MAX_WAIT_SECONDS)
+    click.echo(f"retried signal {signal_id}")
+    show(delivery_statuses(answer["deliveries"]))
+    ingress.check_deliveries(answer)
