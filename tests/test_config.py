@@ -107,3 +107,13 @@ def test_the_reference_deployment_config_loads() -> None:
     assert names == ["long-term", "personal-context", "SOUL.md", "USER.md"]
     assert all(p.is_absolute() for p in config.paths.substrate)
     assert config.rhythms.templates == [path.parent / "rhythms" / "seed-review.yaml"]
+
+
+def test_the_readme_config_reference_is_a_valid_config(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Configuration", 1)[1]
+    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    config = load_config(write(tmp_path / "cambium.toml", block))
+    assert config.workspace == "default"
+    assert config.bus.max_attempts == 5 and config.ingress.tcp is None
+    assert config.paths.daily == tmp_path / "memory" / "daily"
