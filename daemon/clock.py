@@ -3,6 +3,10 @@ so tests move time by passing a function rather than sleeping."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AfterValidator
 
 Clock = Callable[[], datetime]
 
@@ -16,6 +20,20 @@ def to_utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("naive datetime: a time zone is required")
     return value.astimezone(UTC)
+
+
+def _known_zone(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin"
+        ) from None
+    return name
+
+
+# A pydantic field type: an IANA time zone name that zoneinfo knows.
+TimeZoneName = Annotated[str, AfterValidator(_known_zone)]
 
 
 def iso(value: datetime) -> str:

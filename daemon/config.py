@@ -13,7 +13,7 @@ import tomllib
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import platformdirs
 from pydantic import (
@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from daemon.clock import TimeZoneName
 from daemon.models.signal import NAME_PATTERN
 
 APP = "cambium"
@@ -128,7 +129,7 @@ class LogConfig(_Section):
 
 class Config(_Section):
     workspace: Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)] = "default"
-    timezone: str = "Europe/Berlin"
+    timezone: TimeZoneName = "Europe/Berlin"
     store: StoreConfig = StoreConfig()
     ingress: IngressConfig = IngressConfig()
     paths: PathsConfig = PathsConfig()
@@ -139,15 +140,6 @@ class Config(_Section):
     rhythms: RhythmsConfig = RhythmsConfig()
     log: LogConfig = LogConfig()
     source: Path | None = None  # the file this came from, if any
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r} (use an IANA name)") from None
-        return value
 
     @property
     def zone(self) -> ZoneInfo:

@@ -290,10 +290,13 @@ class SignalBus:
         attempt = delivery.attempts + 1
         started = time.perf_counter()
 
+        def mark_done(connection: Connection) -> None:
+            log_store.mark_delivered(connection, delivery.id, attempt, self.clock())
+
         async def commit(job: Callable[[Connection], T]) -> T:
             def with_done_mark(connection: Connection) -> T:
                 result = job(connection)
-                log_store.mark_delivered(connection, delivery.id, attempt, self.clock())
+                mark_done(connection)
                 return result
 
             return await self.store.write(with_done_mark, durable=False)
@@ -319,15 +322,7 @@ class SignalBus:
         try:
             await receptor.deliver(delivery.signal, context)
             if not context.committed:
-                await self.store.write(
-                    partial(
-                        log_store.mark_delivered,
-                        delivery_id=delivery.id,
-                        attempt=attempt,
-                        now=self.clock(),
-                    ),
-                    durable=False,
-                )
+                await self.store.write(mark_done, durable=False)
         except Exception as exc:
             return _Failure(delivery, exc)
         self._log_outcome(receptor, delivery, "delivered", time.perf_counter() - started)
