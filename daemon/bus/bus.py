@@ -291,13 +291,13 @@ class SignalBus:
         started = time.perf_counter()
 
         def mark_done(connection: Connection) -> None:
-            log_store.mark_delivered(connection, delivery.id, attempt, self.clock())
+            if not log_store.mark_delivered(connection, delivery.id, attempt, self.clock()):
+                raise RuntimeError(f"delivery {delivery.id} is no longer pending")
 
         async def commit(job: Callable[[Connection], T]) -> T:
             def with_done_mark(connection: Connection) -> T:
-                result = job(connection)
-                mark_done(connection)
-                return result
+                mark_done(connection)  # first: if it was done already, the job must not run
+                return job(connection)
 
             return await self.store.write(with_done_mark, durable=False)
 
