@@ -29,7 +29,7 @@ from daemon.memory.watcher import watch_substrate
 from daemon.recall import Memory
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.store import Store
-from daemon.store.migrate import upgrade
+from daemon.store.migrate import upgrade_in_child_process
 from receptors import build_receptors
 from rhythms.scheduler import RhythmScheduler
 from rhythms.template import RhythmTemplate, RhythmTemplateError, bundled_templates, load_template
@@ -77,7 +77,7 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
         tcp = config.ingress.tcp_address
         if tcp is not None:
             sockets.append(bind_tcp(*tcp))
-        await anyio.to_thread.run_sync(upgrade, config.store.url)
+        await upgrade_in_child_process(config.store.url)
         store.start()
         try:
             await _serve(config, store, memory, receptors, rhythm_templates, sockets, token, clock)

@@ -11,6 +11,7 @@ read the store and the files directly, daemon running or not. Write commands (``
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -52,9 +53,13 @@ def run(config_path: Path | None) -> None:
     """
     import anyio
 
+    # structlog imports rich (a CLI dependency) whenever it is installed, only to pretty-print
+    # tracebacks; the daemon never needs it, and it would cost the long-running process ~6 MB.
+    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
     from daemon.api.server import IngressError
     from daemon.logs import configure_logging
     from daemon.process import run_daemon
+    from daemon.store.migrate import MigrationFailed
 
     config = load(config_path)
     configure_logging(config.log.level)
@@ -62,7 +67,7 @@ def run(config_path: Path | None) -> None:
         anyio.run(run_daemon, config)
     except ConfigError as exc:
         raise BadInput(f"bad config: {exc}") from None
-    except IngressError as exc:
+    except (IngressError, MigrationFailed) as exc:
         raise Failure(str(exc)) from None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Generic, TypeVar
 
-import snowballstemmer
+import Stemmer
 
 K = TypeVar("K", bound=Hashable)
 
@@ -53,8 +53,9 @@ _STOPWORD_LIST = """
 """
 STOPWORDS = frozenset(_STOPWORD_LIST.split())
 
-_stemmer = snowballstemmer.stemmer("english")
-# A snowball stemmer keeps its working state on the instance, so calls from worker threads
+# PyStemmer: the Snowball English (Porter2) algorithm in C, small and fast.
+_stemmer = Stemmer.Stemmer("english")
+# A stemmer keeps its working state on the instance, so calls from worker threads
 # must not interleave.
 _stemmer_lock = threading.Lock()
 

@@ -1,19 +1,31 @@
-"""Schema migrations (Alembic), applied by ``cambium db upgrade`` and at daemon start."""
+"""Schema migrations (Alembic), applied by ``cambium db upgrade`` and at daemon start.
+
+Alembic is imported inside the functions that use it: the daemon runs migrations in a
+short-lived child process (:func:`upgrade_in_child_process`), so Alembic and Mako never
+occupy the long-running daemon's memory (about 10 MB)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import anyio
 from sqlalchemy import create_engine
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
+class MigrationFailed(RuntimeError):
+    """The schema could not be brought up to date; the message is the migration's error."""
+
+
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -22,6 +34,8 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision``; a no-op when it is already there."""
+    from alembic import command
+
     from daemon.store.engine import make_engine
 
     # Creating the engine through make_engine sets WAL mode on a new SQLite file first.
@@ -29,7 +43,20 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
+async def upgrade_in_child_process(url: str) -> None:
+    """:func:`upgrade` to head in a child process. The URL goes through stdin, not argv:
+    a PostgreSQL URL may hold a password, and every user can read argv."""
+    result = await anyio.run_process(
+        [sys.executable, "-m", "daemon.store.migrate"], input=url.encode(), check=False
+    )
+    if result.returncode != 0:
+        last = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise MigrationFailed(f"migrations failed: {' '.join(last) or 'no output'}")
+
+
 def current_revision(url: str) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
@@ -39,4 +66,10 @@ def current_revision(url: str) -> str | None:
 
 
 def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+if __name__ == "__main__":
+    upgrade(sys.stdin.read().strip())
