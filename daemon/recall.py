@@ -23,7 +23,7 @@ from daemon.clock import iso, to_utc
 from daemon.config import Config
 from daemon.memory.compost import Compost, CompostHit
 from daemon.memory.daily import DailyHit, DailyLog
-from daemon.memory.strength import WITHER_THRESHOLD, Strength, strength
+from daemon.memory.strength import WITHER_THRESHOLD, Strength
 from daemon.memory.substrate import Substrate, SubstrateHit
 from daemon.models.memory import Mark
 from daemon.store import Store
@@ -205,25 +205,17 @@ def _marks(
         ("active", "promoted", "withered") if query.include_withered else ("active", "promoted")
     )
 
-    def read(connection: Any) -> tuple[list[Mark], dict[str, list[Any]]]:
-        found = mark_store.find_marks(connection, memory.workspace, query.about, states, since)
-        boosted = [m.id for m in found if m.reinforcement_count]
-        return found, mark_store.reinforcements_of(connection, boosted)
-
-    found, boosts = memory.store.read_now(read)
-    hits = []
-    for mark in found:
-        current = strength(
-            mark.initial_strength,
-            mark.decay_rate,
-            mark.first_observed_at,
-            ((r.reinforced_at, r.strength_delta) for r in boosts.get(mark.id, ())),
-            now,
+    def read(connection: Any) -> list[MarkHit]:
+        scored = mark_store.score_marks(
+            connection, memory.workspace, query.about, states, now, reinforced_since=since
         )
-        if current.value >= query.min_strength:
-            hits.append(MarkHit(mark, current))
-    hits.sort(key=lambda h: (h.strength.value, h.mark.last_reinforced_at), reverse=True)
-    return hits[: query.limit]
+        strong = [s for s in scored if s.value >= query.min_strength]
+        strong.sort(key=lambda s: (s.value, s.last_reinforced_at), reverse=True)
+        best = strong[: query.limit]
+        found = mark_store.get_marks(connection, [s.mark_id for s in best])
+        return [MarkHit(mark, s.breakdown(now)) for mark, s in zip(found, best, strict=True)]
+
+    return memory.store.read_now(read)
 
 
 def _evidence(daily: DailyLog, mark: Mark) -> DailyHit | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import event
+
 from daemon.models.memory import Mark, Reinforcement, Seed
 from daemon.store import Store
 from daemon.store import marks as mark_store
@@ -75,15 +77,20 @@ def test_prefix_is_segment_bounded_and_escapes_wildcards(store: Store) -> None:
 def test_prefix_query_uses_the_index_on_sqlite(store: Store) -> None:
     if store.dialect != "sqlite":
         return
-    from sqlalchemy import select
+    plans: list[str] = []
 
-    query = select(mark_store.marks.c.id).where(
-        mark_store.marks.c.workspace_id == "w", mark_store.subject_condition("user.sleep")
-    )
-    compiled = query.compile(store.reader, compile_kwargs={"literal_binds": True})
-    plan = store.read_now(lambda c: c.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}").all())
-    detail = " ".join(str(row[-1]) for row in plan)
-    assert "ix_memory_marks_workspace_subject" in detail and "subject>" in detail
+    def explain(connection: Any) -> None:
+        @event.listens_for(connection, "before_cursor_execute", retval=True)
+        def _plan(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> Any:
+            if statement.startswith("SELECT"):
+                cursor.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+                plans.append(" ".join(str(row[-1]) for row in cursor.fetchall()))
+            return statement, parameters
+
+        mark_store.find_marks(connection, "w", "user.sleep")
+
+    store.read_now(explain)
+    assert plans and "ix_memory_marks_workspace_subject" in plans[0] and "subject>" in plans[0]
 
 
 def test_states_filter(store: Store) -> None:

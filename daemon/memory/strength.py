@@ -43,6 +43,20 @@ def decayed(amount: float, since: datetime, now: datetime, half_life_days: float
     return float(amount * 2.0 ** (-age_days / half_life_days))
 
 
+def current_strength(
+    initial: float,
+    half_life_days: float,
+    first_observed_at: datetime,
+    reinforcements: Iterable[tuple[datetime, float]],
+    now: datetime,
+) -> float:
+    """The value of :func:`strength`, without the breakdown (for ranking many marks)."""
+    raw = decayed(initial, first_observed_at, now, half_life_days)
+    for at, delta in reinforcements:
+        raw += decayed(delta, at, now, half_life_days)
+    return min(1.0, max(0.0, raw))
+
+
 def strength(
     initial: float,
     half_life_days: float,

@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, or_, select, update
+from sqlalchemy import Select, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from daemon.memory.strength import WITHER_THRESHOLD, strength
+from daemon.memory.strength import WITHER_THRESHOLD, Strength, current_strength, strength
 from daemon.memory.subjects import escape_like, normalize_subject
 from daemon.models.memory import Mark, Reinforcement
 from daemon.models.tables import MarkTable, ReinforcementTable
@@ -45,17 +47,50 @@ def get_mark(connection: Connection, mark_id: str) -> Mark | None:
     return None if row is None else _mark(row)
 
 
-def subject_condition(prefix: str) -> ColumnElement[bool] | None:
-    """SQL for the segment-prefix rule. The ``LIKE 'p%'`` term is what the index serves (a
-    range scan); the second term trims ``user.sleepover`` from ``user.sleep``."""
-    prefix = normalize_subject(prefix)
-    if not prefix:
-        return None
-    escaped = escape_like(prefix)
-    return and_(
-        marks.c.subject.like(escaped + "%", escape="\\"),
-        or_(marks.c.subject == prefix, marks.c.subject.like(escaped + ".%", escape="\\")),
+@cache
+def _matching_query(
+    columns: tuple[ColumnElement[Any], ...], states: tuple[str, ...], prefix: bool, since: bool
+) -> Select[Any]:
+    """Marks of a workspace in some states, optionally under a subject prefix and reinforced
+    since an instant. Built once per shape, with bound parameters.
+
+    The subject rule is two terms: ``LIKE 'p%'`` is what the (workspace, subject) index
+    serves as a range scan; the second trims ``user.sleepover`` from ``user.sleep``."""
+    query = select(*columns).where(
+        marks.c.workspace_id == bindparam("workspace"), marks.c.state.in_(states)
     )
+    if prefix:
+        query = query.where(
+            marks.c.subject.like(bindparam("under"), escape="\\"),
+            or_(
+                marks.c.subject == bindparam("subject"),
+                marks.c.subject.like(bindparam("below"), escape="\\"),
+            ),
+        )
+    if since:
+        query = query.where(marks.c.last_reinforced_at >= bindparam("since"))
+    return query
+
+
+def _matching(
+    connection: Connection,
+    columns: tuple[ColumnElement[Any], ...],
+    workspace: str,
+    prefix: str,
+    states: Sequence[str],
+    reinforced_since: datetime | None,
+) -> list[Any]:
+    subject = normalize_subject(prefix)
+    escaped = escape_like(subject)
+    query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
+    parameters = {
+        "workspace": workspace,
+        "subject": subject,
+        "under": escaped + "%",
+        "below": escaped + ".%",
+        "since": reinforced_since,
+    }
+    return list(connection.execute(query, parameters))
 
 
 def find_marks(
@@ -65,13 +100,79 @@ def find_marks(
     states: Sequence[str] = ("active",),
     reinforced_since: datetime | None = None,
 ) -> list[Mark]:
-    query = select(marks).where(marks.c.workspace_id == workspace, marks.c.state.in_(states))
-    condition = subject_condition(prefix)
-    if condition is not None:
-        query = query.where(condition)
-    if reinforced_since is not None:
-        query = query.where(marks.c.last_reinforced_at >= reinforced_since)
-    return [_mark(row) for row in connection.execute(query)]
+    rows = _matching(connection, (marks,), workspace, prefix, states, reinforced_since)
+    return [_mark(row) for row in rows]
+
+
+def get_marks(connection: Connection, mark_ids: Sequence[str]) -> list[Mark]:
+    """The marks with these ids, in the order given."""
+    if not mark_ids:
+        return []
+    found = {
+        row.id: _mark(row)
+        for row in connection.execute(select(marks).where(marks.c.id.in_(mark_ids)))
+    }
+    return [found[i] for i in mark_ids if i in found]
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A mark's current strength, read without the rest of the mark."""
+
+    mark_id: str
+    value: float
+    last_reinforced_at: datetime
+    initial: float
+    half_life_days: float
+    first_observed_at: datetime
+    reinforcements: tuple[tuple[datetime, float], ...]
+
+    def breakdown(self, now: datetime) -> Strength:
+        return strength(
+            self.initial, self.half_life_days, self.first_observed_at, self.reinforcements, now
+        )
+
+
+_SCORING_COLUMNS = (
+    marks.c.id,
+    marks.c.initial_strength,
+    marks.c.decay_rate,
+    marks.c.first_observed_at,
+    marks.c.last_reinforced_at,
+    marks.c.reinforcement_count,
+)
+
+
+def score_marks(
+    connection: Connection,
+    workspace: str,
+    prefix: str,
+    states: Sequence[str],
+    now: datetime,
+    reinforced_since: datetime | None = None,
+) -> list[Scored]:
+    """Every matching mark's strength at ``now``. Only the columns strength needs are read
+    (no JSON), so ranking many marks stays cheap; fetch the winners with :func:`get_marks`."""
+    rows = _matching(connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+    boosts = reinforcements_of(connection, [row.id for row in rows if row.reinforcement_count])
+    scored = []
+    for row in rows:
+        parts = tuple((r.reinforced_at, r.strength_delta) for r in boosts.get(row.id, ()))
+        value = current_strength(
+            row.initial_strength, row.decay_rate, row.first_observed_at, parts, now
+        )
+        scored.append(
+            Scored(
+                row.id,
+                value,
+                row.last_reinforced_at,
+                row.initial_strength,
+                row.decay_rate,
+                row.first_observed_at,
+                parts,
+            )
+        )
+    return scored
 
 
 ObservationKey = tuple[str, str, str]  # workspace, normalized subject, observation text
@@ -168,19 +269,7 @@ def set_state(connection: Connection, mark_ids: Sequence[str], state: str, now: 
 
 def wither_sweep(connection: Connection, workspace: str, now: datetime) -> list[str]:
     """Active marks whose current strength fell below the threshold become withered."""
-    active = find_marks(connection, workspace, "", states=("active",))
-    boosts = reinforcements_of(connection, [m.id for m in active if m.reinforcement_count])
-    fading = [
-        m.id
-        for m in active
-        if strength(
-            m.initial_strength,
-            m.decay_rate,
-            m.first_observed_at,
-            ((r.reinforced_at, r.strength_delta) for r in boosts.get(m.id, ())),
-            now,
-        ).value
-        < WITHER_THRESHOLD
-    ]
+    scored = score_marks(connection, workspace, "", ("active",), now)
+    fading = [s.mark_id for s in scored if s.value < WITHER_THRESHOLD]
     set_state(connection, fading, "withered", now)
     return fading
