@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, bindparam, exists, func, insert, or_, select, update
+from sqlalchemy import Row, and_, bindparam, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.models.signal import Signal
 from daemon.models.tables import DeliveryTable, SignalTable
+from daemon.store.sql import insert_ignoring_duplicates
 
 signals = SignalTable.__table__  # type: ignore[attr-defined]
 deliveries = DeliveryTable.__table__  # type: ignore[attr-defined]
@@ -45,48 +46,38 @@ class NewSignal:
     stored_at: datetime
 
 
-_ALREADY_STORED = select(signals.c.id, signals.c.idempotency_key).where(
-    or_(
-        signals.c.id.in_(bindparam("ids", expanding=True)),
-        signals.c.idempotency_key.in_(bindparam("keys", expanding=True)),
-    )
+_BY_IDEMPOTENCY_KEY = select(signals.c.id, signals.c.idempotency_key).where(
+    signals.c.idempotency_key.in_(bindparam("keys", expanding=True))
 )
-_INSERT_SIGNALS = insert(signals)
 _INSERT_DELIVERIES = insert(deliveries)
 
 
 def insert_signals(connection: Connection, new: Sequence[NewSignal]) -> list[Stored]:
     """Store each signal and one pending delivery per receptor, unless its id or
     idempotency key is already stored (or came earlier in ``new``): then store nothing and
-    name the first one. Multi-row inserts, for group commit."""
-    ids = [n.signal.id for n in new]
-    keys = [n.signal.idempotency_key for n in new if n.signal.idempotency_key is not None]
-    taken_ids: set[str] = set()
-    taken_keys: dict[str, str] = {}
-    for start in range(0, max(len(ids), len(keys)), 500):  # bounded IN lists
-        found = connection.execute(
-            _ALREADY_STORED, {"ids": ids[start : start + 500], "keys": keys[start : start + 500]}
-        )
-        for row in found:
-            taken_ids.add(row.id)
-            if row.idempotency_key is not None:
-                taken_keys[row.idempotency_key] = row.id
+    name the first one. One multi-row INSERT that skips conflicts, for group commit."""
+    statement = insert_ignoring_duplicates(signals, connection.dialect.name).returning(signals.c.id)
+    rows = [signal_row(n.signal, n.stored_at) for n in new]
+    inserted = set(connection.execute(statement, rows).scalars())
+    skipped_keys = [
+        n.signal.idempotency_key
+        for n in new
+        if n.signal.id not in inserted and n.signal.idempotency_key is not None
+    ]
+    first_with_key: dict[str, str] = {}
+    if skipped_keys:
+        for row in connection.execute(_BY_IDEMPOTENCY_KEY, {"keys": skipped_keys}):
+            first_with_key[row.idempotency_key] = row.id
     results: list[Stored] = []
-    signal_rows: list[dict[str, Any]] = []
     delivery_rows: list[dict[str, Any]] = []
     for n in new:
-        signal, key = n.signal, n.signal.idempotency_key
-        if key is not None and key in taken_keys:
-            results.append(Stored(taken_keys[key], duplicate=True))
+        signal = n.signal
+        if signal.id not in inserted:
+            key = signal.idempotency_key
+            results.append(Stored(first_with_key.get(key or "", signal.id), duplicate=True))
             continue
-        if signal.id in taken_ids:
-            results.append(Stored(signal.id, duplicate=True))
-            continue
-        taken_ids.add(signal.id)
-        if key is not None:
-            taken_keys[key] = signal.id
+        inserted.discard(signal.id)  # a repeat of this id later in the batch is a duplicate
         results.append(Stored(signal.id, duplicate=False))
-        signal_rows.append(signal_row(signal, n.stored_at))
         delivery_rows.extend(
             {
                 "signal_id": signal.id,
@@ -98,8 +89,6 @@ def insert_signals(connection: Connection, new: Sequence[NewSignal]) -> list[Sto
             }
             for receptor in n.receptors
         )
-    if signal_rows:
-        connection.execute(_INSERT_SIGNALS, signal_rows)
     if delivery_rows:
         connection.execute(_INSERT_DELIVERIES, delivery_rows)
     return results
