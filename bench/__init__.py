@@ -1,1 +1,1 @@
-"""Benchmarks of the daemon's memory layers, run against data kept outside the repository."""
+"""Benchmarks: throughput, latency, memory and recall quality (``python -m bench``)."""

@@ -198,8 +198,8 @@ def post_signals(path: Path, start: int, count: int, clients: int) -> list[float
         return [latency for part in pool.map(client, range(clients)) for latency in part]
 
 
-def get_rate(path: Path, target: str, clients: int, seconds: float) -> float:
-    """Requests per second that ``clients`` threads get answered with 200 for ``target``."""
+def get_rate(path: Path, target: str, clients: int, seconds: float, expect: int = 200) -> float:
+    """Requests per second that ``clients`` threads get answered for ``target``."""
     deadline = time.perf_counter() + seconds
 
     def client(_: int) -> int:
@@ -208,7 +208,7 @@ def get_rate(path: Path, target: str, clients: int, seconds: float) -> float:
         try:
             while time.perf_counter() < deadline:
                 status, answer = connection.request("GET", target)
-                if status != 200:
+                if status != expect:
                     raise RuntimeError(f"GET {target}: {status} {answer[:200]!r}")
                 done += 1
         finally:

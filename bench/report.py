@@ -12,6 +12,7 @@ import os
 import platform
 import sqlite3
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,8 @@ class Figure:
     def shown(self) -> str:
         if self.unit == "x":
             return f"{self.value:.2f}x"
+        if not self.unit:  # a share
+            return f"{self.value:.3f}"
         digits = 0 if abs(self.value) >= 100 else 1 if abs(self.value) >= 10 else 2
         return f"{self.value:,.{digits}f} {self.unit}"
 
@@ -40,16 +43,16 @@ class Figure:
         return "" if self.met is None else "met" if self.met else "MISSED"
 
 
+def _bound(relation: str, bound: float, unit: str) -> str:
+    return f"{relation} {bound:g}" + ("x" if unit == "x" else f" {unit}")
+
+
 def at_least(name: str, value: float, floor: float, unit: str = "x") -> Figure:
-    return Figure(
-        name, value, unit, f">= {floor:g}{unit if unit == 'x' else ' ' + unit}", value >= floor
-    )
+    return Figure(name, value, unit, _bound(">=", floor, unit), value >= floor)
 
 
 def at_most(name: str, value: float, ceiling: float, unit: str) -> Figure:
-    return Figure(
-        name, value, unit, f"<= {ceiling:g}{unit if unit == 'x' else ' ' + unit}", value <= ceiling
-    )
+    return Figure(name, value, unit, _bound("<=", ceiling, unit), value <= ceiling)
 
 
 @dataclass
@@ -65,8 +68,21 @@ def percentiles(samples: Sequence[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
+def commit() -> str | None:
+    """The commit measured (read only), so figures can be told apart as the code moves."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
 def machine() -> dict[str, Any]:
     return {
+        "commit": commit(),
         "nproc": os.cpu_count(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,

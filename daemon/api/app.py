@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
+import structlog
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,6 +28,8 @@ from daemon.recall import Memory, RecallQuery, recall
 from daemon.store import seeds as seed_store
 from daemon.store import signals as log_store
 from daemon.store.writer import WriterClosed
+
+log = structlog.get_logger("cambium.api")
 
 MAX_WAIT_SECONDS = 30.0
 
@@ -100,6 +103,7 @@ def create_app(services: Services) -> FastAPI:
     @app.exception_handler(SQLAlchemyError)
     @app.exception_handler(WriterClosed)
     async def _store_down(request: Request, exc: Exception) -> JSONResponse:
+        log.error("store unavailable", path=request.url.path, error=str(exc))
         return await _problem(
             request,
             Problem(503, f"the store cannot be written; nothing was stored ({type(exc).__name__})"),
@@ -211,7 +215,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/health", summary="Is the daemon well, and what is it doing")
     async def health() -> dict[str, Any]:
-        counts = await memory.store.read(log_store.delivery_counts)
+        counts = await memory.store.read(log_store.open_delivery_counts)
         files = await anyio.to_thread.run_sync(memory.substrate.files)
         return {
             "status": "ok" if bus.accepting else "stopping",

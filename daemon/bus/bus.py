@@ -211,7 +211,7 @@ class SignalBus:
         """Wait until no delivery is pending anywhere."""
         while True:
             progress = self._progress
-            if (await self.store.read(log_store.delivery_counts))["pending"] == 0:
+            if (await self.store.read(log_store.open_delivery_counts))["pending"] == 0:
                 return
             await progress.wait()
 

@@ -17,8 +17,6 @@ from daemon.store.sql import insert_ignoring_duplicates
 signals = SignalTable.__table__  # type: ignore[attr-defined]
 deliveries = DeliveryTable.__table__  # type: ignore[attr-defined]
 
-DELIVERY_STATUSES = ("pending", "delivered", "dead")
-
 
 @dataclass(frozen=True)
 class Stored:
@@ -348,11 +346,17 @@ def list_signals(
     return [dict(row._mapping) | {"deliveries": by_signal[row.id]} for row in rows]
 
 
-def delivery_counts(connection: Connection) -> dict[str, int]:
-    """How many deliveries are in each status."""
-    counts = dict.fromkeys(DELIVERY_STATUSES, 0)
-    for status, count in connection.execute(
-        select(deliveries.c.status, func.count()).group_by(deliveries.c.status)
-    ):
+_OPEN_COUNTS = (
+    select(deliveries.c.status, func.count())
+    .where(deliveries.c.status.in_(("pending", "dead")))
+    .group_by(deliveries.c.status)
+)
+
+
+def open_delivery_counts(connection: Connection) -> dict[str, int]:
+    """How many deliveries are pending and dead. Delivered ones are not counted: they grow
+    without bound, and the status index lets this read only the open ones."""
+    counts = {"pending": 0, "dead": 0}
+    for status, count in connection.execute(_OPEN_COUNTS):
         counts[status] = count
     return counts
