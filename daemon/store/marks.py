@@ -90,7 +90,7 @@ def _matching(
         "below": escaped + ".%",
         "since": reinforced_since,
     }
-    return list(connection.execute(query, parameters))
+    return list(connection.execute(query, parameters).all())
 
 
 def find_marks(
@@ -154,23 +154,18 @@ def score_marks(
     """Every matching mark's strength at ``now``. Only the columns strength needs are read
     (no JSON), so ranking many marks stays cheap; fetch the winners with :func:`get_marks`."""
     rows = _matching(connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
-    boosts = reinforcements_of(connection, [row.id for row in rows if row.reinforcement_count])
+    boosts = {
+        mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
+        for mark_id, found in reinforcements_of(
+            connection, [row.id for row in rows if row.reinforcement_count]
+        ).items()
+    }
     scored = []
-    for row in rows:
-        parts = tuple((r.reinforced_at, r.strength_delta) for r in boosts.get(row.id, ()))
-        value = current_strength(
-            row.initial_strength, row.decay_rate, row.first_observed_at, parts, now
-        )
+    for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
+        parts = boosts.get(mark_id, ())
+        value = current_strength(initial, half_life, first_observed, parts, now)
         scored.append(
-            Scored(
-                row.id,
-                value,
-                row.last_reinforced_at,
-                row.initial_strength,
-                row.decay_rate,
-                row.first_observed_at,
-                parts,
-            )
+            Scored(mark_id, value, last_reinforced, initial, half_life, first_observed, parts)
         )
     return scored
 
