@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import event
 
+from daemon.memory.subjects import subject_matches
 from daemon.models.memory import Mark, Reinforcement, Seed
 from daemon.store import Store
 from daemon.store import marks as mark_store
@@ -170,3 +173,25 @@ def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
         "joshua",
         reviewed_at,
     )
+
+
+SEGMENTS = ["user", "sleep", "a_b", "a%", "axb", "sleepover", "x.y", "%", "_"]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    subjects=st.lists(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=3), max_size=12),
+    prefix=st.lists(st.sampled_from(SEGMENTS), max_size=2),
+)
+def test_the_sql_prefix_query_agrees_with_the_matching_rule(
+    store: Store, subjects: list[list[str]], prefix: list[str]
+) -> None:
+    """The rule is defined once in Python (subject_matches); the indexed SQL must agree."""
+    store.write_now(lambda c: c.execute(mark_store.marks.delete()))
+    names = {".".join(parts) for parts in subjects}
+    insert(store, *(make_mark(f"m{n}", name) for n, name in enumerate(sorted(names))))
+    wanted = ".".join(prefix)
+    found = {m.subject for m in store.read_now(lambda c: mark_store.find_marks(c, "w", wanted))}
+    assert found == {name for name in names if subject_matches(wanted, name)}

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -99,11 +99,6 @@ class SignalBus:
         self._accepting = False
         self._exit_stack: AsyncExitStack | None = None
         self._workers_done: anyio.Event | None = None
-        self.started_at: datetime | None = None
-
-    def routes(self, signal_type: str) -> list[str]:
-        """Keys of the receptors bound to ``signal_type``."""
-        return list(self._routes.get(signal_type, ()))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -130,7 +125,6 @@ class SignalBus:
             task_group.start_soon(run_worker, receptor, name=f"receptor:{receptor.key}")
         self._task_group = task_group
         self._accepting = True
-        self.started_at = self.clock()
         log.info("bus started", receptors=[r.key for r in self.receptors])
         return self
 
