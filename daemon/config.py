@@ -24,6 +24,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from daemon.clock import TimeZoneName
 from daemon.models.signal import NAME_PATTERN
@@ -56,6 +58,19 @@ class _Section(BaseModel):
 
 class StoreConfig(_Section):
     url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _supported_database(cls, value: str) -> str:
+        if not value:
+            return value
+        try:
+            backend = make_url(value).get_backend_name()
+        except ArgumentError:
+            backend = None
+        if backend not in ("sqlite", "postgresql"):
+            raise ValueError("must be a sqlite:///PATH or postgresql+psycopg://USER@HOST/DB URL")
+        return value
 
 
 class IngressConfig(_Section):

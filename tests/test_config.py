@@ -85,6 +85,8 @@ def test_no_file_at_all_gives_the_embedded_defaults(
         ({"ingress": {"tcp": "127.0.0.1:8765"}}, "ingress: token_file is required when tcp is set"),
         ({"observation": {"reinforce_delta": "lots"}}, "observation.reinforce_delta"),
         ({"workspace": "a b"}, "workspace"),
+        ({"store": {"url": "mysql://root@localhost/x"}}, "store.url: must be a sqlite"),
+        ({"store": {"url": "not a url"}}, "store.url: must be a sqlite"),
     ],
 )
 def test_bad_values_name_the_key(raw: dict[str, object], message: str) -> None:
