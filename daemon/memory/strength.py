@@ -54,6 +54,10 @@ def current_strength(
     raw = decayed(initial, first_observed_at, now, half_life_days)
     for at, delta in reinforcements:
         raw += decayed(delta, at, now, half_life_days)
+    return _clamp(raw)
+
+
+def _clamp(raw: float) -> float:
     return min(1.0, max(0.0, raw))
 
 
@@ -64,14 +68,14 @@ def strength(
     reinforcements: Iterable[tuple[datetime, float]],
     now: datetime,
 ) -> Strength:
+    """The current strength and how it got there."""
     base = decayed(initial, first_observed_at, now, half_life_days)
     parts = tuple(
         Contribution(at, delta, decayed(delta, at, now, half_life_days))
         for at, delta in reinforcements
     )
-    raw = base + sum(p.now for p in parts)
     return Strength(
-        value=min(1.0, max(0.0, raw)),
+        value=_clamp(base + sum(p.now for p in parts)),
         initial=initial,
         half_life_days=half_life_days,
         age_days=max(0.0, (now - first_observed_at).total_seconds() / SECONDS_PER_DAY),
