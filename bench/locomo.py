@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from daemon.memory.daily import DailyLog, parse_day
-from daemon.memory.text import K1, B, terms
+from daemon.files.daily import DailyLog, parse_day
+from daemon.files.text import K1, B, terms
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RESULTS = REPOSITORY / "bench" / "results" / "locomo.json"

@@ -26,11 +26,11 @@ from zoneinfo import ZoneInfo
 
 from bench.harness import SUBJECTS, scratch
 from bench.report import Figure, Part, at_most, main_for, percentiles
-from daemon.memory.compost import Compost
-from daemon.memory.daily import DailyLog
-from daemon.memory.substrate import Substrate
-from daemon.models.memory import Mark
-from daemon.recall import Memory, RecallQuery, RecallResult, recall
+from daemon.core.records import Mark
+from daemon.files.compost import Compost
+from daemon.files.daily import DailyLog
+from daemon.files.substrate import Substrate
+from daemon.services.recall import Memory, RecallQuery, RecallResult, recall
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from daemon.store.migrate import upgrade

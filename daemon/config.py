@@ -27,8 +27,8 @@ from pydantic import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from daemon.clock import TimeZoneName
-from daemon.models.signal import NAME_PATTERN
+from daemon.core.clock import TimeZoneName
+from daemon.core.signal import NAME_PATTERN
 
 APP = "cambium"
 CONFIG_ENV = "CAMBIUM_CONFIG"

@@ -23,11 +23,11 @@ from daemon.api.app import Services, create_app
 from daemon.api.guards import BodyLimit, RequireToken
 from daemon.api.server import bind_tcp, bind_unix, make_server
 from daemon.bus import Receptor, RetryPolicy, SignalBus
-from daemon.clock import Clock, utcnow
 from daemon.config import Config, ConfigError
-from daemon.memory.watcher import watch_substrate
-from daemon.recall import Memory
+from daemon.core.clock import Clock, utcnow
+from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
+from daemon.services.recall import Memory
 from daemon.store import Store
 from daemon.store.migrate import upgrade_in_child_process
 from receptors import build_receptors

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from daemon.bus import Receptor
 from daemon.config import Config
-from daemon.memory.daily import DailyLog
+from daemon.files.daily import DailyLog
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
 from receptors.daily_note import DailyNoteReceptor

@@ -21,9 +21,9 @@ from pydantic import (
 )
 
 from daemon.bus import PayloadError
-from daemon.memory.daily import InvalidDay, parse_day
-from daemon.memory.subjects import normalize_subject
-from daemon.models.signal import field_errors
+from daemon.core.signal import field_errors
+from daemon.core.subjects import normalize_subject
+from daemon.files.daily import InvalidDay, parse_day
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -18,10 +18,10 @@ import anyio.to_thread
 import structlog
 
 from daemon.bus import DeliveryContext, Receptor
-from daemon.memory.daily import DailyLog
-from daemon.memory.subjects import normalize_subject
-from daemon.models.memory import Mark
-from daemon.models.signal import Signal
+from daemon.core.records import Mark
+from daemon.core.signal import Signal
+from daemon.core.subjects import normalize_subject
+from daemon.files.daily import DailyLog
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from receptors.common import Day, Payload, derived_id, parse_payload

@@ -16,8 +16,8 @@ import anyio.to_thread
 from pydantic import AfterValidator
 
 from daemon.bus import DeliveryContext, Receptor
-from daemon.memory.daily import DailyLog
-from daemon.models.signal import Signal
+from daemon.core.signal import Signal
+from daemon.files.daily import DailyLog
 from receptors.common import Day, Payload, Text, parse_payload
 
 

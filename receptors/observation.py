@@ -13,8 +13,8 @@ from pydantic import model_validator
 from sqlalchemy.engine import Connection
 
 from daemon.bus import PayloadError, StoppedAt, StoreReceptor
-from daemon.models.memory import Mark, Reinforcement
-from daemon.models.signal import Signal
+from daemon.core.records import Mark, Reinforcement
+from daemon.core.signal import Signal
 from daemon.store import marks as mark_store
 from receptors.common import (
     DayFile,

@@ -11,8 +11,8 @@ from typing import ClassVar, Literal
 from sqlalchemy.engine import Connection
 
 from daemon.bus import PayloadError, StoreReceptor
-from daemon.models.memory import Seed
-from daemon.models.signal import Signal
+from daemon.core.records import Seed
+from daemon.core.signal import Signal
 from daemon.store import marks as mark_store
 from daemon.store import seeds as seed_store
 from receptors.common import Name, Payload, Subject, TargetFile, Text, derived_id, parse_payload

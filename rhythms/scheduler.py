@@ -31,11 +31,11 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
-from daemon.clock import Clock, iso, utcnow
-from daemon.models.signal import Signal
-from daemon.models.tables import RhythmStateTable
+from daemon.core.clock import Clock, iso, utcnow
+from daemon.core.signal import Signal
 from daemon.store import Store
-from daemon.store.signals import Stored
+from daemon.store.signal_log import Stored
+from daemon.store.tables import RhythmStateTable
 from rhythms.template import RhythmTemplate, latest_slot, next_slot
 
 Emit = Callable[[Signal], Awaitable[Stored]]

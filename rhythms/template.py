@@ -55,8 +55,8 @@ from pydantic import (
     model_validator,
 )
 
-from daemon.clock import TimeZoneName, iso, to_utc
-from daemon.models.signal import SIGNAL_TYPE_PATTERN, Signal, SignalRejected, field_errors
+from daemon.core.clock import TimeZoneName, iso, to_utc
+from daemon.core.signal import SIGNAL_TYPE_PATTERN, Signal, SignalRejected, field_errors
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from daemon.bus import SignalBus, StoreReceptor
-from daemon.models.signal import Signal
+from daemon.core.signal import Signal
 from daemon.store import Store
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 
 from daemon.bus import RetryPolicy, SignalBus
-from daemon.models.signal import Signal
+from daemon.core.signal import Signal
 from daemon.store import Store
-from daemon.store.signals import get_signal
+from daemon.store.signal_log import get_signal
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
 T0 = datetime(2026, 4, 11, 10, 0, tzinfo=UTC)

@@ -21,10 +21,10 @@ from daemon.bus import (
     RetryPolicy,
     SignalBus,
 )
-from daemon.models.signal import Signal, SignalRejected
-from daemon.models.tables import SignalTable
+from daemon.core.signal import Signal, SignalRejected
 from daemon.store import Store
-from daemon.store.signals import get_signal, list_signals
+from daemon.store.signal_log import get_signal, list_signals
+from daemon.store.tables import SignalTable
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-import daemon.memory.compost as compost_module
-from daemon.memory.compost import Compost, CompostHit
+import daemon.files.compost as compost_module
+from daemon.files.compost import Compost, CompostHit
 
 
 class Recorder:

@@ -12,11 +12,11 @@ from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
 from test_marks_store import make_mark
 
 from daemon.bus import SignalBus
-from daemon.memory.compost import Compost
-from daemon.memory.daily import DailyLog
-from daemon.memory.substrate import Substrate
-from daemon.models.memory import Mark
-from daemon.recall import Memory, RecallQuery, recall
+from daemon.core.records import Mark
+from daemon.files.compost import Compost
+from daemon.files.daily import DailyLog
+from daemon.files.substrate import Substrate
+from daemon.services.recall import Memory, RecallQuery, recall
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from receptors.consolidation import ConsolidationReceptor, default_day

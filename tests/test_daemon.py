@@ -19,7 +19,7 @@ import pytest
 from daemon_process import DaemonHome, running
 from sqlalchemy import create_engine, insert, select
 
-from daemon.models.tables import RhythmStateTable, SignalTable
+from daemon.store.tables import RhythmStateTable, SignalTable
 from rhythms.template import bundled_templates, latest_slot
 
 OBSERVATION = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from daemon.memory.daily import DailyHit, DailyLog, InvalidDay, parse_day
+from daemon.files.daily import DailyHit, DailyLog, InvalidDay, parse_day
 
 DAY = date(2026, 4, 11)
 

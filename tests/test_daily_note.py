@@ -11,7 +11,7 @@ import pytest
 from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
 
 from daemon.bus import SignalBus
-from daemon.memory.daily import DailyLog
+from daemon.files.daily import DailyLog
 from daemon.store import Store
 from receptors.daily_note import DailyNoteReceptor
 

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import event
 
-from daemon.memory.subjects import subject_matches
-from daemon.models.memory import Mark, Reinforcement, Seed
+from daemon.core.records import Mark, Reinforcement, Seed
+from daemon.core.subjects import subject_matches
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from daemon.store import seeds as seed_store

@@ -10,11 +10,11 @@ from sqlalchemy import func, select
 from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
 
 from daemon.bus import SignalBus
-from daemon.memory.strength import strength
-from daemon.models.memory import Mark
-from daemon.models.tables import MarkTable, ReinforcementTable
+from daemon.core.records import Mark
+from daemon.core.strength import strength
 from daemon.store import Store
 from daemon.store import marks as mark_store
+from daemon.store.tables import MarkTable, ReinforcementTable
 from receptors.observation import ObservationReceptor
 
 GOOD: dict[str, Any] = {

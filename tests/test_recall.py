@@ -11,10 +11,10 @@ import pytest
 from pydantic import ValidationError
 from test_marks_store import make_mark
 
-from daemon.memory.compost import Compost
-from daemon.memory.daily import DailyLog
-from daemon.memory.substrate import Substrate
-from daemon.recall import Memory, RecallQuery, recall
+from daemon.files.compost import Compost
+from daemon.files.daily import DailyLog
+from daemon.files.substrate import Substrate
+from daemon.services.recall import Memory, RecallQuery, recall
 from daemon.store import Store
 from daemon.store import marks as mark_store
 

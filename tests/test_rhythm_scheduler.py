@@ -16,10 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from daemon.bus import BusClosed, SignalBus
-from daemon.clock import iso
-from daemon.models.signal import Signal
+from daemon.core.clock import iso
+from daemon.core.signal import Signal
 from daemon.store import Store
-from daemon.store.signals import Stored, get_signal, list_signals
+from daemon.store.signal_log import Stored, get_signal, list_signals
 from rhythms.scheduler import RhythmScheduler, record_first_scheduled, rhythm_state
 from rhythms.template import RhythmTemplate, bundled_templates
 

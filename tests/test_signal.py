@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.models.signal import MAX_PAYLOAD_BYTES, Signal, SignalRejected
+from daemon.core.signal import MAX_PAYLOAD_BYTES, Signal, SignalRejected
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from daemon.memory.strength import WITHER_THRESHOLD, strength
+from daemon.core.strength import WITHER_THRESHOLD, strength
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.memory.subjects import escape_like, normalize_subject, subject_matches
+from daemon.core.subjects import escape_like, normalize_subject, subject_matches
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-import daemon.memory.substrate as substrate_module
-from daemon.memory.substrate import Substrate, SubstrateHit
+import daemon.files.substrate as substrate_module
+from daemon.files.substrate import Substrate, SubstrateHit
 
 
 class Recorder:

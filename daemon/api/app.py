@@ -22,11 +22,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
 from daemon.bus import BusClosed, SignalBus
-from daemon.clock import Clock, iso
-from daemon.models.signal import FieldError, Signal, SignalRejected, field_errors
-from daemon.recall import Memory, RecallQuery, recall
+from daemon.core.clock import Clock, iso
+from daemon.core.signal import FieldError, Signal, SignalRejected, field_errors
+from daemon.services.recall import Memory, RecallQuery, recall
 from daemon.store import seeds as seed_store
-from daemon.store import signals as log_store
+from daemon.store import signal_log
 from daemon.store.writer import WriterClosed
 
 log = structlog.get_logger("cambium.api")
@@ -137,7 +137,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/signals/{signal_id}", summary="A signal and its deliveries")
     async def show_signal(signal_id: str) -> dict[str, Any]:
-        found = await memory.store.read(partial(log_store.get_signal, signal_id=signal_id))
+        found = await memory.store.read(partial(signal_log.get_signal, signal_id=signal_id))
         if found is None:
             raise Problem(404, f"no signal {signal_id}")
         shown: dict[str, Any] = _jsonable(found)
@@ -147,7 +147,7 @@ def create_app(services: Services) -> FastAPI:
     async def retry_signal(
         signal_id: str, wait: float = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS)
     ) -> dict[str, Any]:
-        if await memory.store.read(partial(log_store.get_signal, signal_id=signal_id)) is None:
+        if await memory.store.read(partial(signal_log.get_signal, signal_id=signal_id)) is None:
             raise Problem(404, f"no signal {signal_id}")
         revived = await bus.retry(signal_id)
         if not revived:
@@ -205,7 +205,7 @@ def create_app(services: Services) -> FastAPI:
         )
         status = await _settle(bus, stored.id, 10.0)
         if status.get("seeds") == "dead":
-            detail = await memory.store.read(partial(log_store.get_signal, signal_id=stored.id))
+            detail = await memory.store.read(partial(signal_log.get_signal, signal_id=stored.id))
             assert detail is not None
             raise Problem(409, detail["deliveries"][0]["last_error"] or "review refused")
         seed = await memory.store.read(partial(seed_store.get_seed, seed_id=seed_id))
@@ -215,7 +215,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/health", summary="Is the daemon well, and what is it doing")
     async def health() -> dict[str, Any]:
-        counts = await memory.store.read(log_store.open_delivery_counts)
+        counts = await memory.store.read(signal_log.open_delivery_counts)
         files = await anyio.to_thread.run_sync(memory.substrate.files)
         return {
             "status": "ok" if bus.accepting else "stopping",
@@ -236,7 +236,7 @@ def create_app(services: Services) -> FastAPI:
 async def _settle(bus: SignalBus, signal_id: str, wait: float) -> dict[str, str]:
     with anyio.move_on_after(wait):
         return await bus.settled(signal_id)
-    return await bus.store.read(partial(log_store.signal_status, signal_id=signal_id))
+    return await bus.store.read(partial(signal_log.signal_status, signal_id=signal_id))
 
 
 def _summary(errors: list[FieldError]) -> str:

@@ -30,11 +30,10 @@ from daemon.bus.receptor import (
     StoppedAt,
     StoreReceptor,
 )
-from daemon.clock import Clock, utcnow
-from daemon.models.signal import Signal
-from daemon.store import Store
-from daemon.store import signals as log_store
-from daemon.store.signals import NewSignal, PendingDelivery, Stored
+from daemon.core.clock import Clock, utcnow
+from daemon.core.signal import Signal
+from daemon.store import Store, signal_log
+from daemon.store.signal_log import NewSignal, PendingDelivery, Stored
 
 T = TypeVar("T")
 
@@ -169,7 +168,7 @@ class SignalBus:
             signal = signal.model_copy(update={"workspace_id": self.workspace})
         receptors = self._routes.get(signal.type, [])
         stored = await self.store.writer.submit_item(
-            log_store.insert_signals, NewSignal(signal, receptors, self.clock())
+            signal_log.insert_signals, NewSignal(signal, receptors, self.clock())
         )
         if not stored.duplicate:
             for key in receptors:
@@ -178,13 +177,15 @@ class SignalBus:
 
     async def emit_raw(self, data: Any) -> Stored:
         """Validate untrusted input (a dict or JSON text) against the bus clock, then emit.
-        Raises :class:`~daemon.models.signal.SignalRejected` and stores nothing if invalid."""
+        Raises :class:`~daemon.core.signal.SignalRejected` and stores nothing if invalid."""
         return await self.emit(Signal.parse(data, now=self.clock()))
 
     async def retry(self, signal_id: str, receptor: str | None = None) -> list[str]:
         """Deliver a signal's dead deliveries again; returns the receptors revived."""
         revived = await self.store.write(
-            partial(log_store.revive_dead, signal_id=signal_id, now=self.clock(), receptor=receptor)
+            partial(
+                signal_log.revive_dead, signal_id=signal_id, now=self.clock(), receptor=receptor
+            )
         )
         for key in revived:
             if key in self._wake:
@@ -196,7 +197,7 @@ class SignalBus:
         (Bound the wait with ``anyio.move_on_after``.)"""
         while True:
             progress = self._progress
-            status = await self.store.read(partial(log_store.signal_status, signal_id=signal_id))
+            status = await self.store.read(partial(signal_log.signal_status, signal_id=signal_id))
             if "pending" not in status.values():
                 return status
             await progress.wait()
@@ -205,7 +206,7 @@ class SignalBus:
         """Wait until no delivery is pending anywhere."""
         while True:
             progress = self._progress
-            if (await self.store.read(log_store.open_delivery_counts))["pending"] == 0:
+            if (await self.store.read(signal_log.open_delivery_counts))["pending"] == 0:
                 return
             await progress.wait()
 
@@ -217,7 +218,7 @@ class SignalBus:
             try:
                 batch = await self.store.read(
                     partial(
-                        log_store.pending_deliveries, receptor=receptor.key, limit=self.batch_size
+                        signal_log.pending_deliveries, receptor=receptor.key, limit=self.batch_size
                     )
                 )
                 if not batch:
@@ -256,7 +257,7 @@ class SignalBus:
         now = self.clock()
 
         def job(connection: Connection) -> None:
-            done = log_store.mark_many_delivered(connection, [d.id for d in batch], now)
+            done = signal_log.mark_many_delivered(connection, [d.id for d in batch], now)
             if done != len(batch):
                 raise RuntimeError("deliveries changed under the bus; applying one by one")
             receptor.apply_batch(connection, [d.signal for d in batch])
@@ -285,7 +286,7 @@ class SignalBus:
         started = time.perf_counter()
 
         def mark_done(connection: Connection) -> None:
-            if not log_store.mark_delivered(connection, delivery.id, attempt, self.clock()):
+            if not signal_log.mark_delivered(connection, delivery.id, attempt, self.clock()):
                 raise RuntimeError(f"delivery {delivery.id} is no longer pending")
 
         async def commit(job: Callable[[Connection], T]) -> T:
@@ -298,7 +299,7 @@ class SignalBus:
         async def save_checkpoint(checkpoint: dict[str, Any]) -> None:
             await self.store.write(
                 partial(
-                    log_store.save_checkpoint,
+                    signal_log.save_checkpoint,
                     delivery_id=delivery.id,
                     checkpoint=checkpoint,
                     now=self.clock(),
@@ -334,7 +335,7 @@ class SignalBus:
         retry_at = None if dead else now + timedelta(seconds=delay)
         await self.store.write(
             partial(
-                log_store.record_failure,
+                signal_log.record_failure,
                 delivery_id=delivery.id,
                 attempt=attempt,
                 error=error,

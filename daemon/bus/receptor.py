@@ -19,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy.engine import Connection
 
-from daemon.models.signal import Signal
+from daemon.core.signal import Signal
 
 T = TypeVar("T")
 

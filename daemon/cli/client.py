@@ -31,7 +31,7 @@ class Ingress:
     def emit(self, signal: dict[str, Any], wait: float) -> dict[str, Any]:
         """Store ``signal``; with ``wait``, also wait that long for its deliveries. The signal
         is checked here first, so bad input fails the same with the daemon up or down."""
-        from daemon.models.signal import Signal, SignalRejected
+        from daemon.core.signal import Signal, SignalRejected
 
         try:
             Signal.parse(signal)

@@ -90,7 +90,7 @@ def day_option(help_text: str) -> Callable[[F], F]:
     """``--date YYYY-MM-DD``, checked to be a real calendar date (exit 2 otherwise)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
-        from daemon.memory.daily import InvalidDay, parse_day
+        from daemon.files.daily import InvalidDay, parse_day
 
         if value is None:
             return None
@@ -124,7 +124,7 @@ def print_json(value: Any) -> None:
     """JSON on stdout; instants as ISO 8601 UTC, like the API."""
 
     def encode(item: Any) -> Any:
-        from daemon.clock import iso
+        from daemon.core.clock import iso
 
         if isinstance(item, datetime):
             return iso(item)

@@ -29,7 +29,7 @@ from daemon.cli.common import (
 if TYPE_CHECKING:
     from daemon.cli.client import Ingress
     from daemon.config import Config
-    from daemon.recall import Memory
+    from daemon.services.recall import Memory
     from daemon.store import Store
 
 HUMAN = "human"
@@ -42,7 +42,7 @@ def memory() -> None:
 
 def open_memory(config: Config, store: Store) -> Memory:
     """The four layers, read-only."""
-    from daemon.recall import Memory
+    from daemon.services.recall import Memory
 
     warnings_to_stderr()
     return Memory.from_config(config, store)
@@ -97,9 +97,9 @@ def recall(
     """
     from pydantic import ValidationError
 
-    from daemon.clock import utcnow
-    from daemon.recall import RecallQuery
-    from daemon.recall import recall as run_recall
+    from daemon.core.clock import utcnow
+    from daemon.services.recall import RecallQuery
+    from daemon.services.recall import recall as run_recall
 
     given = {
         "about": about,
@@ -159,10 +159,10 @@ def mark(
       cambium memory mark user.coffee "takes coffee black"
       cambium memory mark user.sleep.bedtime "in bed by 23:00" --decay-days 30
     """
-    from daemon.clock import utcnow
-    from daemon.memory.subjects import normalize_subject
-    from daemon.recall import RecallQuery
-    from daemon.recall import recall as run_recall
+    from daemon.core.clock import utcnow
+    from daemon.core.subjects import normalize_subject
+    from daemon.services.recall import RecallQuery
+    from daemon.services.recall import recall as run_recall
 
     subject = normalize_subject(subject)
     observation = observation.strip()
@@ -256,7 +256,7 @@ def consolidate(day: date | None, config_path: Path | None) -> None:
 
 
 def _today(config: Config) -> date:
-    from daemon.clock import utcnow
+    from daemon.core.clock import utcnow
 
     return utcnow().astimezone(config.zone).date()
 
@@ -394,7 +394,7 @@ def substrate(as_json: bool, config_path: Path | None) -> None:
       cambium memory substrate
       cambium memory substrate --json
     """
-    from daemon.memory.substrate import Substrate
+    from daemon.files.substrate import Substrate
 
     config = load(config_path)
     warnings_to_stderr()

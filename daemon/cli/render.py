@@ -20,11 +20,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from daemon.clock import iso
+from daemon.core.clock import iso
 
 if TYPE_CHECKING:
-    from daemon.models.memory import Seed
-    from daemon.recall import MarkHit, RecallResult
+    from daemon.core.records import Seed
+    from daemon.services.recall import MarkHit, RecallResult
 
 SECONDS_PER_DAY = 86_400.0
 

@@ -55,11 +55,13 @@ def signals(
     remember_config(ctx, config_path)
     if ctx.invoked_subcommand is not None:
         return
-    from daemon.store import signals as log_store
+    from daemon.store import signal_log
 
     with reading_store(load(config_path)) as store:
         found = store.read_now(
-            lambda c: log_store.list_signals(c, status=status, signal_type=signal_type, limit=limit)
+            lambda c: signal_log.list_signals(
+                c, status=status, signal_type=signal_type, limit=limit
+            )
         )
     if as_json:
         print_json(found)
@@ -80,10 +82,10 @@ def show_signal(signal_id: str, as_json: bool, config_path: Path | None) -> None
     Example:
       cambium signals show 0f8e1c... --json
     """
-    from daemon.store import signals as log_store
+    from daemon.store import signal_log
 
     with reading_store(load(config_path)) as store:
-        found = store.read_now(lambda c: log_store.get_signal(c, signal_id))
+        found = store.read_now(lambda c: signal_log.get_signal(c, signal_id))
     if found is None:
         raise Failure(f"no signal {signal_id}")
     if as_json:

@@ -14,11 +14,11 @@ from sqlalchemy import Select, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from daemon.memory.strength import WITHER_THRESHOLD, Strength, current_strength, strength
-from daemon.memory.subjects import escape_like, normalize_subject
-from daemon.models.memory import Mark, Reinforcement
-from daemon.models.tables import MarkTable, ReinforcementTable
+from daemon.core.records import Mark, Reinforcement
+from daemon.core.strength import WITHER_THRESHOLD, Strength, current_strength, strength
+from daemon.core.subjects import escape_like, normalize_subject
 from daemon.store.sql import insert_ignoring_duplicates
+from daemon.store.tables import MarkTable, ReinforcementTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
 reinforcements = ReinforcementTable.__table__  # type: ignore[attr-defined]

@@ -7,9 +7,9 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from daemon.models.memory import Seed
-from daemon.models.tables import SeedTable
+from daemon.core.records import Seed
 from daemon.store.sql import insert_or_ignore
+from daemon.store.tables import SeedTable
 
 seeds = SeedTable.__table__  # type: ignore[attr-defined]
 

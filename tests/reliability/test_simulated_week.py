@@ -29,12 +29,12 @@ import pytest
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.config import parse_config
-from daemon.memory.daily import DailyLog
-from daemon.models.memory import Mark
+from daemon.core.records import Mark
+from daemon.files.daily import DailyLog
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from daemon.store import seeds as seed_store
-from daemon.store.signals import open_delivery_counts
+from daemon.store.signal_log import open_delivery_counts
 from receptors import build_receptors
 from receptors.common import derived_id
 from rhythms.template import bundled_templates, next_slot

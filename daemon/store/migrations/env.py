@@ -4,7 +4,7 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
-import daemon.models.tables  # noqa: F401  (registers the tables on the metadata)
+import daemon.store.tables  # noqa: F401  (registers the tables on the metadata)
 
 config = context.config
 target_metadata = SQLModel.metadata

@@ -14,7 +14,7 @@ import anyio
 import structlog
 from watchfiles import Change, awatch
 
-from daemon.memory.substrate import Substrate
+from daemon.files.substrate import Substrate
 
 log = structlog.get_logger("cambium.watcher")
 

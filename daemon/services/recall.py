@@ -19,13 +19,13 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from daemon.clock import iso, to_utc
 from daemon.config import Config
-from daemon.memory.compost import Compost, CompostHit
-from daemon.memory.daily import DailyHit, DailyLog
-from daemon.memory.strength import WITHER_THRESHOLD, Strength
-from daemon.memory.substrate import Substrate, SubstrateHit
-from daemon.models.memory import Mark
+from daemon.core.clock import iso, to_utc
+from daemon.core.records import Mark
+from daemon.core.strength import WITHER_THRESHOLD, Strength
+from daemon.files.compost import Compost, CompostHit
+from daemon.files.daily import DailyHit, DailyLog
+from daemon.files.substrate import Substrate, SubstrateHit
 from daemon.store import Store
 from daemon.store import marks as mark_store
 

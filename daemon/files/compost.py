@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from daemon.memory.text import Index
+from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.compost")
 

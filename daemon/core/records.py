@@ -1,6 +1,6 @@
 """The memory's records as the code handles them: plain frozen dataclasses.
 
-The SQL tables are defined with SQLModel in :mod:`daemon.models.tables`; queries use
+The SQL tables are defined with SQLModel in :mod:`daemon.store.tables`; queries use
 SQLAlchemy Core and hand back these records, which cost a fraction of an instrumented ORM
 object (recall builds hundreds of them per call)."""
 

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from daemon.clock import to_utc, utcnow
+from daemon.core.clock import to_utc, utcnow
 
 SIGNAL_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import structlog
 
-from daemon.memory.text import Index
+from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.daily")
 

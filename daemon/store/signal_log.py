@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import Row, and_, bindparam, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from daemon.models.signal import Signal
-from daemon.models.tables import DeliveryTable, SignalTable
+from daemon.core.signal import Signal
 from daemon.store.sql import insert_ignoring_duplicates
+from daemon.store.tables import DeliveryTable, SignalTable
 
 signals = SignalTable.__table__  # type: ignore[attr-defined]
 deliveries = DeliveryTable.__table__  # type: ignore[attr-defined]

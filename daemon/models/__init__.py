@@ -1,1 +1,0 @@
-"""Data shapes: the validated :class:`Signal` and the SQL tables."""
