@@ -18,13 +18,13 @@ import anyio.to_thread
 import structlog
 
 from daemon.bus import DeliveryContext, Receptor
-from daemon.core.records import Mark
+from daemon.core.records import Mark, derived_id
 from daemon.core.signal import Signal
+from daemon.core.strength import withers
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
-from daemon.store import Store
-from daemon.store import marks as mark_store
-from receptors.common import Day, Payload, derived_id, parse_payload
+from daemon.store import Store, Tx
+from receptors.common import Day, Payload, parse_payload
 from receptors.extractors import Extraction, Extractor
 
 log = structlog.get_logger("cambium.consolidation")
@@ -67,13 +67,12 @@ class ConsolidationReceptor(Receptor):
             extractions = await self.extractor.extract(day, lines)
             marks = [m for e in extractions if (m := self._mark(signal, day, offset, e))]
             # Durable before the file moves: the marks are the day's memory from now on.
-            await self.store.write(lambda connection: mark_store.insert_marks(connection, marks))
+            await self.store.write(lambda tx: tx.marks.insert(marks))
             log.info("consolidated", day=day.isoformat(), lines=len(lines), marks=len(marks))
         # Also when the live file is gone: this finishes an archive a crash interrupted.
         await anyio.to_thread.run_sync(self.daily.archive, day)
-        workspace = signal.workspace_id or "default"
         withered = await delivery.commit(
-            lambda connection: mark_store.wither_sweep(connection, workspace, delivery.now())
+            lambda tx: wither_sweep(tx, signal.workspace_id, delivery.now())
         )
         if withered:
             log.info("withered", marks=len(withered))
@@ -85,15 +84,15 @@ class ConsolidationReceptor(Receptor):
             log.warning("extraction skipped", day=day.isoformat(), extraction=repr(found))
             return None
         line_range = [start + offset, end + offset]
-        return Mark(
+        return Mark.observed(
+            signal,
             id=derived_id(
                 "mk",
-                signal.workspace_id or "default",
+                signal.workspace_id,
                 day.isoformat(),
                 f"{line_range[0]}-{line_range[1]}",
                 subject,
             ),
-            workspace_id=signal.workspace_id or "default",
             subject=subject,
             observation=found.observation.strip(),
             evidence={
@@ -101,15 +100,16 @@ class ConsolidationReceptor(Receptor):
                 "line_range": line_range,
                 "signal_ids": [signal.id],
             },
-            initial_strength=min(1.0, max(0.0, found.initial_strength)),
-            decay_rate=self.decay_days,
-            observed_by=signal.source_id,
-            first_observed_at=signal.emitted_at,
-            last_reinforced_at=signal.emitted_at,
-            reinforcement_count=0,
-            affinity=list(found.affinity),
-            substrate_refs=list(found.substrate_refs),
-            state="active",
-            created_at=signal.emitted_at,
-            updated_at=signal.emitted_at,
+            initial_strength=found.initial_strength,
+            half_life_days=self.decay_days,
+            affinity=found.affinity,
+            substrate_refs=found.substrate_refs,
         )
+
+
+def wither_sweep(tx: Tx, workspace: str, now: datetime) -> list[str]:
+    """Active marks whose current strength fell below the threshold become withered."""
+    scored = tx.marks.score(workspace, "", ("active",), now)
+    fading = [s.mark_id for s in scored if withers(s.value)]
+    tx.marks.set_state(fading, "withered", now)
+    return fading

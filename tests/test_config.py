@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,20 @@ def test_the_readme_config_reference_is_a_valid_config(tmp_path: Path) -> None:
     assert config.workspace == "default"
     assert config.bus.max_attempts == 5 and config.ingress.tcp is None
     assert config.paths.daily == tmp_path / "memory" / "daily"
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    token = write(tmp_path / "token", "s3cret-token-of-enough-length\n")
+    config = parse_config({"ingress": {"tcp": "127.0.0.1:8765", "token_file": str(token)}})
+    token.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"ingress.token_file: .* readable by other users"):
+        config.ingress.read_token()
+    token.chmod(0o600)
+    assert config.ingress.read_token() == "s3cret-token-of-enough-length"
+
+
+def test_importing_config_does_not_import_sqlalchemy() -> None:
+    # `cambium --help` and the write commands stay light: config is imported by all of them.
+    code = "import sys, daemon.config, daemon.cli.main; print('sqlalchemy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr

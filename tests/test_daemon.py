@@ -79,6 +79,7 @@ def test_socket_is_private_and_tcp_needs_the_token(home: DaemonHome, tmp_path: P
         port = probe.getsockname()[1]
     token = tmp_path / "token"
     token.write_text("s3cret-token-of-enough-length\n")
+    token.chmod(0o600)
     home.ingress_config = f'tcp = "127.0.0.1:{port}"\ntoken_file = "{token}"\n'
     home.write_config()
     with running(home):

@@ -90,7 +90,7 @@ def day_option(help_text: str) -> Callable[[F], F]:
     """``--date YYYY-MM-DD``, checked to be a real calendar date (exit 2 otherwise)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
-        from daemon.files.daily import InvalidDay, parse_day
+        from daemon.core.days import InvalidDay, parse_day
 
         if value is None:
             return None

@@ -27,12 +27,13 @@ from daemon.cli.common import (
 from daemon.cli.memory import memory
 from daemon.cli.signals import signals
 from daemon.config import ConfigError
+from daemon.core.clock import SECONDS_PER_DAY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cambium-memory", prog_name="cambium")
 def cli() -> None:
-    """Cambium Memory: a local daemon that gives your assistant a memory that lasts.
+    """Cambium Layers: a local daemon that gives your assistant a memory that lasts.
 
     Exit codes: 0 ok, 1 failed, 2 bad input, 3 daemon not reachable.
     """
@@ -154,7 +155,7 @@ def emit(
         "source_id": source_id,
         "payload": parsed_payload,
         "intensity": intensity,
-        "decay_rate": decay_days * 86_400 if decay_days is not None else None,
+        "decay_rate": decay_days * SECONDS_PER_DAY if decay_days is not None else None,
         "affinity": [tag.strip() for tags in affinity for tag in tags.split(",") if tag.strip()],
         "workspace_id": workspace,
         "idempotency_key": idempotency_key,

@@ -10,6 +10,8 @@ from pydantic import AfterValidator
 
 Clock = Callable[[], datetime]
 
+SECONDS_PER_DAY = 86_400.0
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)

@@ -23,7 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from daemon.core.clock import to_utc, utcnow
+from daemon.core.clock import SECONDS_PER_DAY, to_utc, utcnow
+from daemon.core.errors import FieldError, describe, field_errors
 
 SIGNAL_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
@@ -35,7 +36,8 @@ MAX_PAYLOAD_STRING = 64 * 1024
 MAX_LIST_ITEMS = 10_000
 MAX_AFFINITY = 64
 MAX_FUTURE_SKEW = timedelta(minutes=5)
-DEFAULT_DECAY_SECONDS = 14 * 86_400.0
+DEFAULT_DECAY_SECONDS = 14 * SECONDS_PER_DAY
+DEFAULT_WORKSPACE = "default"
 
 ShortName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
 Tag = Annotated[str, Field(min_length=1, max_length=128)]
@@ -48,7 +50,9 @@ def new_signal_id() -> str:
 class Signal(BaseModel):
     """A validated signal. Construct it with :meth:`parse` from untrusted input.
 
-    ``workspace_id`` may be left ``None``; the bus fills in its configured default.
+    ``workspace_id`` is always set: an emitter that leaves it out gets ``default`` here, and
+    the bus replaces that with its configured workspace (``model_fields_set`` tells them
+    apart).
     """
 
     model_config = ConfigDict(
@@ -67,9 +71,11 @@ class Signal(BaseModel):
     signal_class: ShortName = Field("knowledge", alias="class")
     source_layer: ShortName = "agent"
     source_id: ShortName
-    workspace_id: ShortName | None = None
+    workspace_id: ShortName = DEFAULT_WORKSPACE
     intensity: float = Field(0.7, ge=0.0, le=1.0, strict=True)
-    decay_rate: float = Field(DEFAULT_DECAY_SECONDS, ge=0.0, le=100 * 365 * 86_400.0, strict=True)
+    decay_rate: float = Field(
+        DEFAULT_DECAY_SECONDS, ge=0.0, le=100 * 365 * SECONDS_PER_DAY, strict=True
+    )
     cascade_potential: bool = Field(False, strict=True)
     payload: dict[str, Any] = Field(default_factory=dict)
     affinity: list[Tag] = Field(default_factory=list, max_length=MAX_AFFINITY)
@@ -116,15 +122,10 @@ class Signal(BaseModel):
                 return cls.model_validate_json(data, context=context)
             return cls.model_validate(data, context=context)
         except ValidationError as exc:
-            raise SignalRejected(field_errors(exc)) from None
+            raise SignalRejected(field_errors(exc.errors())) from None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
-
-
-class FieldError(BaseModel):
-    field: str
-    message: str
 
 
 class SignalRejected(ValueError):
@@ -132,19 +133,7 @@ class SignalRejected(ValueError):
 
     def __init__(self, errors: list[FieldError]) -> None:
         self.errors = errors
-        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
-
-
-def field_errors(exc: ValidationError) -> list[FieldError]:
-    errors = []
-    for error in exc.errors(include_url=False):
-        loc = ".".join(str(part) for part in error["loc"]) or "body"
-        errors.append(FieldError(field=loc, message=_plain(error["msg"])))
-    return errors
-
-
-def _plain(message: str) -> str:
-    return message.removeprefix("Value error, ")
+        super().__init__(describe(errors))
 
 
 def _check_json_value(value: Any, depth: int) -> None:

@@ -7,7 +7,7 @@ write lock up front (``BEGIN IMMEDIATE``) instead of failing to upgrade a read l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +15,10 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.store.marks import Marks
+from daemon.store.rhythm_state import RhythmState
+from daemon.store.seeds import Seeds
+from daemon.store.signal_log import NewSignal, SignalLog, Stored
 from daemon.store.writer import Writer
 
 T = TypeVar("T")
@@ -51,41 +55,81 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     return engine
 
 
+class Tx:
+    """One transaction, and the repositories that work inside it."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @property
+    def signals(self) -> SignalLog:
+        return SignalLog(self.connection)
+
+    @property
+    def marks(self) -> Marks:
+        return Marks(self.connection)
+
+    @property
+    def seeds(self) -> Seeds:
+        return Seeds(self.connection)
+
+    @property
+    def rhythms(self) -> RhythmState:
+        return RhythmState(self.connection)
+
+
+def _append_signals(connection: Connection, new: Sequence[NewSignal]) -> list[Stored]:
+    return SignalLog(connection).append(new)
+
+
 class Store:
-    """The database as the daemon sees it: ``write`` goes through the one group-committing
-    :class:`Writer`; ``read`` runs on a pooled connection in a worker thread."""
+    """The database as the daemon sees it. Work is a function of a :class:`Tx`: ``write``
+    runs it in the one group-committing :class:`Writer`; ``read`` on a pooled connection in
+    a worker thread; the ``_sync`` variants in the caller's thread."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.reader = make_engine(url)
-        self.writer = Writer(make_engine(url, writer=True))
+        self._reader = make_engine(url)
+        self._writer = Writer(make_engine(url, writer=True))
 
     @property
     def dialect(self) -> str:
-        return self.reader.dialect.name
+        return self._reader.dialect.name
+
+    @property
+    def writer_alive(self) -> bool:
+        return self._writer.alive
 
     def start(self) -> None:
-        self.writer.start()
+        self._writer.start()
 
     def close(self) -> None:
-        self.writer.stop()
-        self.writer.engine.dispose()
-        self.reader.dispose()
+        self._writer.stop()
+        self._writer.engine.dispose()
+        self._reader.dispose()
 
-    async def write(self, job: Callable[[Connection], T], *, durable: bool = True) -> T:
-        return await self.writer.submit(job, durable=durable)
+    async def append(self, new: NewSignal) -> Stored:
+        """Store a signal with its deliveries; return once that is durable. Signals that
+        arrive together are stored by one multi-row statement in one transaction."""
+        stored: Stored = await self._writer.submit_item(_append_signals, new)
+        return stored
 
-    async def read(self, query: Callable[[Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self.read_now, query)
+    async def write(self, job: Callable[[Tx], T], *, durable: bool = True) -> T:
+        return await self._writer.submit(lambda connection: job(Tx(connection)), durable=durable)
 
-    def read_now(self, query: Callable[[Connection], T]) -> T:
+    async def read(self, query: Callable[[Tx], T]) -> T:
+        return await anyio.to_thread.run_sync(self.read_sync, query)
+
+    def read_sync(self, query: Callable[[Tx], T]) -> T:
         """Synchronous read, for the CLI and for code already in a thread."""
-        with self.reader.connect() as connection, connection.begin():
-            return query(connection)
+        with self._reader.connect() as connection, connection.begin():
+            return query(Tx(connection))
 
-    def write_now(self, job: Callable[[Connection], T]) -> T:
+    def write_sync(self, job: Callable[[Tx], T]) -> T:
         """Synchronous write in its own transaction, bypassing the writer thread.
 
         Only for code that runs without a bus (``cambium db upgrade``, tests' fixtures)."""
-        with self.writer.engine.connect() as connection, connection.begin():
-            return job(connection)
+        with self._writer.engine.connect() as connection, connection.begin():
+            return job(Tx(connection))
