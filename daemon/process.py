@@ -29,6 +29,8 @@ from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.services.recall import Layers
 from daemon.store import Store
+from daemon.store.engine import check_sqlite_file
+from daemon.store.lock import StoreLock
 from daemon.store.migrate import upgrade_in_child_process
 from receptors import build_receptors
 from rhythms.scheduler import RhythmScheduler
@@ -48,11 +50,15 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     except ValueError as exc:
         raise ConfigError(f"consolidation.extractor: {exc}") from None
 
-    sockets = [bind_unix(config.ingress.socket)]
+    lock = StoreLock(config.store.url)
+    lock.acquire()  # before anything is written: one daemon per store
+    sockets = []
     try:
+        sockets.append(bind_unix(config.ingress.socket))
         tcp = config.ingress.tcp_address
         if tcp is not None:
             sockets.append(bind_tcp(*tcp))
+        check_sqlite_file(config.store.url)
         await upgrade_in_child_process(config.store.url)
         store.start()
         try:
@@ -62,7 +68,9 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     finally:
         for sock in sockets:
             sock.close()
-        config.ingress.socket.unlink(missing_ok=True)
+        if sockets:
+            config.ingress.socket.unlink(missing_ok=True)
+        lock.release()
 
 
 async def _serve(
@@ -142,9 +150,9 @@ async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: a
 
 
 async def _watchdog(store: Store, interval: float) -> None:
-    """Ping systemd while the event loop runs and the store writer is alive; stop pinging
-    (so systemd restarts us) when the writer thread has died."""
-    while store.writer_alive:
+    """Ping systemd while the event loop runs and the store can be written; stop pinging (so
+    systemd restarts us) when the writer thread has died or the database file is gone."""
+    while store.writer_alive and not store.lost:
         notify("WATCHDOG=1")
         await anyio.sleep(interval)
-    log.error("store writer stopped; no more watchdog pings")
+    log.error("the store cannot be written; no more watchdog pings")

@@ -47,7 +47,7 @@ class Recorder(Receptor):
         self.expected = 1
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
-        stored = await self.store.read(lambda tx: tx.signals.get(signal.id).to_json())
+        stored = await self.store.read(lambda tx: tx.signals.get(signal.id))
         self.found_in_store.append(stored is not None)
         self.seen.append(signal.payload["n"])
         if len(self.seen) >= self.expected:
@@ -71,6 +71,34 @@ class Flaky(Receptor):
 async def wait_for(bus: SignalBus, signal_id: str) -> dict[str, str]:
     with anyio.fail_after(10):
         return await bus.settled(signal_id)
+
+
+class SaysNul(Receptor):
+    """Fails the first signal with an error text holding a NUL (as a payload quoted in an
+    error message would), then delivers the rest."""
+
+    key: ClassVar[str] = "says_nul"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        if signal.payload["n"] == 0:
+            raise RuntimeError("cannot use 'a\x00b'")
+
+
+@pytest.mark.asyncio
+async def test_an_error_text_with_nul_is_stored_and_never_stalls_the_receptor(
+    store: Store,
+) -> None:
+    # PostgreSQL refuses NUL in text: storing the raw error would fail, leaving the delivery
+    # pending for good and every later signal of the receptor behind it.
+    async with SignalBus(store, [SaysNul()], retry=FAST) as bus:
+        first = await bus.emit(signal(0))
+        second = await bus.emit(signal(1))
+        assert await wait_for(bus, first.id) == {"says_nul": "dead"}
+        assert await wait_for(bus, second.id) == {"says_nul": "delivered"}
+    stored = store.read_sync(lambda tx: tx.signals.get(first.id))
+    assert stored is not None
+    assert stored.deliveries[0].last_error == "cannot use 'a\\x00b'"
 
 
 @pytest.mark.asyncio
@@ -294,6 +322,7 @@ async def test_emit_after_close_is_refused(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.subprocess
 async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
     store: Store, db_url: str
 ) -> None:

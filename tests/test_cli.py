@@ -18,6 +18,8 @@ from daemon_process import DaemonHome, running
 
 from daemon.cli.main import cli
 
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
+
 RECALL_KEYS = {"substrate", "marks", "daily", "compost", "summary"}
 MARK_KEYS = {
     "id",

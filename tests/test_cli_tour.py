@@ -30,6 +30,8 @@ from daemon_process import DaemonHome, running
 
 from daemon import __version__
 
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOUR_HOME = "~/cambium"
 IDS = {

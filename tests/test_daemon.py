@@ -22,6 +22,8 @@ from sqlalchemy import create_engine, insert, select
 from daemon.store.tables import RhythmStateTable, SignalTable
 from rhythms.template import bundled_templates, latest_slot
 
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
+
 OBSERVATION = {
     "type": "memory.observation",
     "source_id": "agent-e2e",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
@@ -78,3 +79,25 @@ async def test_write_after_close_is_refused(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(WriterClosed):
         await store.write(lambda tx: None)
+
+
+@pytest.mark.asyncio
+async def test_a_new_database_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/data/cambium.db"
+    previous = os.umask(0o022)
+    try:
+        upgrade(url)
+        store = Store(url)
+        store.start()
+        try:
+            await store.write(lambda tx: tx.connection.execute(text("CREATE TABLE t (n INT)")))
+            files = sorted((tmp_path / "data").iterdir())
+            assert [f.name for f in files] == ["cambium.db", "cambium.db-shm", "cambium.db-wal"]
+            assert {f.name: f.stat().st_mode & 0o777 for f in files} == dict.fromkeys(
+                (f.name for f in files), 0o600
+            )
+            assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700
+        finally:
+            store.close()
+    finally:
+        os.umask(previous)

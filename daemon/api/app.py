@@ -19,7 +19,8 @@ from daemon.api import health, recall, seeds, signals
 from daemon.api.deps import Problem, Services
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
-from daemon.core.signal import SignalRejected
+from daemon.core.signal import SignalRejected, SignalTooLarge
+from daemon.store.engine import StoreLost
 from daemon.store.writer import WriterClosed
 
 log = structlog.get_logger("cambium.api")
@@ -30,6 +31,10 @@ def create_app(services: Services) -> FastAPI:
         title="Cambium Memory",
         version=__version__,
         description="Emit signals, recall memory, review seeds.",
+        # FastAPI's /docs and /redoc pages load their scripts from a CDN; a local daemon makes
+        # no outside requests. The schema itself stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     for module in (signals, recall, seeds, health):
@@ -44,7 +49,8 @@ def create_app(services: Services) -> FastAPI:
 
     @app.exception_handler(SignalRejected)
     async def _rejected(request: Request, exc: SignalRejected) -> JSONResponse:
-        return await _problem(request, Problem(422, str(exc), exc.errors))
+        status = 413 if isinstance(exc, SignalTooLarge) else 422
+        return await _problem(request, Problem(status, str(exc), exc.errors))
 
     @app.exception_handler(ValidationError)
     async def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
@@ -66,11 +72,12 @@ def create_app(services: Services) -> FastAPI:
 
     @app.exception_handler(SQLAlchemyError)
     @app.exception_handler(WriterClosed)
+    @app.exception_handler(StoreLost)
     async def _store_down(request: Request, exc: Exception) -> JSONResponse:
         log.error("store unavailable", path=request.url.path, error=str(exc))
+        why = str(exc) if isinstance(exc, StoreLost) else type(exc).__name__
         return await _problem(
-            request,
-            Problem(503, f"the store cannot be written; nothing was stored ({type(exc).__name__})"),
+            request, Problem(503, f"the store cannot be written; nothing was stored ({why})")
         )
 
     return app

@@ -29,6 +29,9 @@ class Services:
     clock: Clock
     next_fires: Callable[[], dict[str, datetime | None]] = dict
     started: float = field(default_factory=time.monotonic)
+    # One review at a time: two people reviewing the same seed at once get 200 and 409, not
+    # a dead delivery that looks like work left to do.
+    reviewing: anyio.Lock = field(default_factory=anyio.Lock)
 
 
 class Problem(Exception):

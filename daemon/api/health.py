@@ -15,13 +15,19 @@ from daemon.core.clock import iso
 router = APIRouter(prefix="/v1/health", tags=["health"])
 
 
+def _status(services: Running) -> str:
+    if services.bus.store.lost:
+        return "store lost"  # the database file was deleted or replaced: writes are refused
+    return "ok" if services.bus.accepting else "stopping"
+
+
 @router.get("", summary="Is the daemon well, and what is it doing")
 async def health(services: Running) -> dict[str, Any]:
     bus = services.bus
     counts = await bus.store.read(lambda tx: tx.signals.open_counts())
     files = await anyio.to_thread.run_sync(services.layers.substrate.files)
     return {
-        "status": "ok" if bus.accepting else "stopping",
+        "status": _status(services),
         "version": __version__,
         "uptime_seconds": round(time.monotonic() - services.started, 3),
         "workspace": services.layers.workspace,

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from daemon.api.deps import Problem, Running, settle
+from daemon.api.deps import Problem, Running, Services, settle
 from daemon.core.clock import iso
 from daemon.core.records import Seed
 from daemon.services.review import ReviewRefused, reviewable
@@ -40,6 +40,11 @@ async def list_seeds(
 
 @router.post("/{seed_id}/review", summary="Accept or reject a pending seed")
 async def review_seed(seed_id: str, review: Review, services: Running) -> JSONResponse:
+    async with services.reviewing:
+        return await _review(seed_id, review, services)
+
+
+async def _review(seed_id: str, review: Review, services: Services) -> JSONResponse:
     store, workspace = services.bus.store, services.layers.workspace
     try:
         await store.read(lambda tx: reviewable(tx, workspace, seed_id))

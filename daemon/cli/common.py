@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -47,6 +48,18 @@ class BadInput(Failure):
 
 class Unreachable(Failure):
     exit_code = EXIT_UNREACHABLE
+
+
+class Number(click.FloatRange):
+    """A finite number, optionally within bounds: ``nan`` and ``inf`` are bad input (exit 2)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def config_option(func: F) -> F:

@@ -19,6 +19,7 @@ import click
 from daemon.cli.common import (
     BadInput,
     Failure,
+    Number,
     config_option,
     json_option,
     load,
@@ -57,18 +58,20 @@ def run(config_path: Path | None) -> None:
     # structlog imports rich (a CLI dependency) whenever it is installed, only to pretty-print
     # tracebacks; the daemon never needs it, and it would cost the long-running process ~6 MB.
     sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
-    from daemon.api.server import IngressError
+    from daemon.api.server import IngressConfigError, IngressError
     from daemon.logs import configure_logging
     from daemon.process import run_daemon
+    from daemon.store.engine import StoreCorrupt
+    from daemon.store.lock import StoreInUse
     from daemon.store.migrate import MigrationFailed
 
     config = load(config_path)
     configure_logging(config.log.level)
     try:
         anyio.run(run_daemon, config)
-    except ConfigError as exc:
+    except (ConfigError, IngressConfigError) as exc:
         raise BadInput(f"bad config: {exc}") from None
-    except (IngressError, MigrationFailed) as exc:
+    except (IngressError, MigrationFailed, StoreInUse, StoreCorrupt) as exc:
         raise Failure(str(exc)) from None
 
 
@@ -104,14 +107,14 @@ def status(as_json: bool, config_path: Path | None) -> None:
 @click.argument("signal_type", metavar="TYPE")
 @click.option("--payload", required=True, help="The payload: a JSON object.")
 @click.option("--source-id", required=True, help="Who emits it (an agent or script name).")
-@click.option("--intensity", type=float, help="0..1 (default 0.7).")
-@click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@click.option("--intensity", type=Number(0, 1), help="0..1 (default 0.7).")
+@click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
 @click.option("--affinity", multiple=True, help="A tag; repeat it or give a comma list (a,b).")
 @click.option("--workspace", help="Workspace id (default: the configured one).")
 @click.option("--idempotency-key", help="Emit at most once per key; a repeat is a duplicate.")
 @click.option(
     "--wait",
-    type=click.FloatRange(0, 30),
+    type=Number(0, 30),
     default=10,
     show_default=True,
     help="Seconds to wait for the deliveries (0: return once stored).",

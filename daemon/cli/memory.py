@@ -16,6 +16,7 @@ import click
 from daemon.cli.common import (
     BadInput,
     Failure,
+    Number,
     config_option,
     day_option,
     json_option,
@@ -69,7 +70,7 @@ def ingress(config: Config) -> Ingress:
 )
 @click.option(
     "--min-strength",
-    type=float,
+    type=Number(0, 1),
     help="Weakest mark to show, 0..1 (default 0.1; 0 with --include-withered).",
 )
 @click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
@@ -140,8 +141,8 @@ def _option_error(error: Any) -> str:
 @click.argument("subject")
 @click.argument("observation")
 @click.option("--by", "observer", help="Who states it (default: your login name).")
-@click.option("--intensity", type=float, help="Initial strength, 0..1 (default 0.7).")
-@click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@click.option("--intensity", type=Number(0, 1), help="Initial strength, 0..1 (default 0.7).")
+@click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
 @config_option
 def mark(
     subject: str,

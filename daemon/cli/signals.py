@@ -28,7 +28,7 @@ STATUSES = ("pending", "dead", "delivered", "unrouted")
     help="Signals with a delivery in this status (unrouted: no receptor binds the type).",
 )
 @click.option("--type", "signal_type", metavar="T", help="Only signals of this type.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @json_option
 @config_option
 @click.pass_context

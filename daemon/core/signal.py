@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -22,6 +23,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from daemon.core.clock import SECONDS_PER_DAY, to_utc, utcnow
 from daemon.core.errors import FieldError, describe, field_errors
@@ -36,11 +38,23 @@ MAX_PAYLOAD_STRING = 64 * 1024
 MAX_LIST_ITEMS = 10_000
 MAX_AFFINITY = 64
 MAX_FUTURE_SKEW = timedelta(minutes=5)
+# Days are computed from emitted_at (yesterday, in any zone): keep far from datetime's edges.
+EARLIEST_EMITTED_AT = datetime(1900, 1, 1, tzinfo=UTC)
 DEFAULT_DECAY_SECONDS = 14 * SECONDS_PER_DAY
 DEFAULT_WORKSPACE = "default"
+TOO_LARGE = "too_large"  # the pydantic error type of a payload over MAX_PAYLOAD_BYTES
 
 ShortName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
-Tag = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+def _no_nul(text: str) -> str:
+    # PostgreSQL cannot store NUL in text: refused here, so every store sees the same signals.
+    if "\x00" in text:
+        raise ValueError("must not contain NUL characters (\\u0000)")
+    return text
+
+
+Tag = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_no_nul)]
 
 
 def new_signal_id() -> str:
@@ -80,7 +94,9 @@ class Signal(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     affinity: list[Tag] = Field(default_factory=list, max_length=MAX_AFFINITY)
     emitted_at: AwareDatetime = Field(default_factory=utcnow)
-    idempotency_key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    idempotency_key: (
+        Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_no_nul)] | None
+    ) = None
     correlation_id: ShortName | None = None
     causation_id: ShortName | None = None
 
@@ -99,8 +115,10 @@ class Signal(BaseModel):
         _check_json_value(payload, depth=0)
         size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
         if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(
-                f"serialized payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}"
+            raise PydanticCustomError(
+                TOO_LARGE,
+                "serialized payload is {size} bytes; the limit is {limit}",
+                {"size": size, "limit": MAX_PAYLOAD_BYTES},
             )
         return payload
 
@@ -111,18 +129,22 @@ class Signal(BaseModel):
         value = to_utc(value)
         if value > now + MAX_FUTURE_SKEW:
             raise ValueError("must not be more than 5 minutes in the future")
+        if value < EARLIEST_EMITTED_AT:
+            raise ValueError(f"must not be before {EARLIEST_EMITTED_AT.date().isoformat()}")
         return value
 
     @classmethod
     def parse(cls, data: Any, *, now: datetime | None = None) -> Signal:
         """Validate untrusted input (a dict or JSON text); raise :class:`SignalRejected`."""
         context = {"now": now} if now is not None else None
+        if isinstance(data, str | bytes):
+            data = _json_object(data)
         try:
-            if isinstance(data, str | bytes):
-                return cls.model_validate_json(data, context=context)
             return cls.model_validate(data, context=context)
         except ValidationError as exc:
-            raise SignalRejected(field_errors(exc.errors())) from None
+            details = exc.errors()
+            rejected = SignalTooLarge if any(e["type"] == TOO_LARGE for e in details) else None
+            raise (rejected or SignalRejected)(field_errors(details)) from None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -136,6 +158,37 @@ class SignalRejected(ValueError):
         super().__init__(describe(errors))
 
 
+class SignalTooLarge(SignalRejected):
+    """The signal's payload is over the size limit (HTTP answers 413, not 422)."""
+
+
+def _json_object(text: str | bytes) -> Any:
+    """JSON text as Python values; a repeated key is refused (JSON parsers disagree about
+    which one wins, so the emitter cannot know what was stored)."""
+
+    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise _Repeated(repeated)
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=no_repeats)
+    except _Repeated as exc:
+        message = f"repeated key {', '.join(map(repr, exc.keys))} in a JSON object"
+    except RecursionError:
+        message = "JSON nested too deeply"
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        message = f"not valid JSON: {exc}"
+    raise SignalRejected([FieldError(field="body", message=message)])
+
+
+class _Repeated(Exception):
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+
+
 def _check_json_value(value: Any, depth: int) -> None:
     """Bound nesting, string and list sizes; refuse what JSON cannot carry (NaN, non-str keys)."""
     if depth > MAX_PAYLOAD_DEPTH:
@@ -144,6 +197,7 @@ def _check_json_value(value: Any, depth: int) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError("object keys must be strings")
+            _no_nul(key)
             _check_json_value(item, depth + 1)
     elif isinstance(value, list):
         if len(value) > MAX_LIST_ITEMS:
@@ -153,6 +207,7 @@ def _check_json_value(value: Any, depth: int) -> None:
     elif isinstance(value, str):
         if len(value) > MAX_PAYLOAD_STRING:
             raise ValueError(f"a string is longer than {MAX_PAYLOAD_STRING} characters")
+        _no_nul(value)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("numbers must be finite")

@@ -33,6 +33,7 @@ T = TypeVar("T")
 Layer = Literal["substrate", "marks", "daily", "compost"]
 LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
+MAX_HORIZON_DAYS = 36_500
 _RELATIVE = re.compile(r"^(\d+)d$")
 
 
@@ -80,7 +81,10 @@ def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | Non
         return None
     relative = _RELATIVE.match(horizon)
     if relative:
-        return now - timedelta(days=int(relative[1]))
+        days = int(relative[1])
+        if not 1 <= days <= MAX_HORIZON_DAYS:
+            raise ValueError(f"must be 1d to {MAX_HORIZON_DAYS}d, or all")
+        return now - timedelta(days=days)
     try:
         if len(horizon) == 10:
             day = date.fromisoformat(horizon)

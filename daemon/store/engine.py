@@ -7,7 +7,10 @@ write lock up front (``BEGIN IMMEDIATE``) instead of failing to upgrade a read l
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +34,8 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if writer and parsed.database and parsed.database != ":memory:":
+        _create_private(Path(parsed.database).expanduser())
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
     begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
@@ -53,6 +56,40 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
         connection.exec_driver_sql(begin)
 
     return engine
+
+
+def _create_private(path: Path) -> None:
+    """The database file, private to the user (0600 in a 0700 directory it creates); SQLite
+    gives its -wal and -shm files the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+
+
+class StoreLost(RuntimeError):
+    """The database file was deleted or replaced while the daemon ran: nothing is written."""
+
+
+class StoreCorrupt(RuntimeError):
+    """The database cannot be used as it is; the message says what is wrong with it."""
+
+
+def check_sqlite_file(url: str) -> None:
+    """At start: a SQLite file that is not a database, or fails its quick check, is named as
+    such (instead of failing later with a message that does not say what is wrong)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return
+    path = Path(parsed.database).expanduser()
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+            problems = [row[0] for row in connection.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorrupt(f"{path} is not a usable SQLite database ({exc})") from None
+    if problems != ["ok"]:
+        raise StoreCorrupt(f"{path} is corrupt ({'; '.join(problems)}); restore it from a backup")
 
 
 class Tx:
@@ -92,7 +129,14 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         self._reader = make_engine(url)
-        self._writer = Writer(make_engine(url, writer=True))
+        self._writer = Writer(make_engine(url, writer=True), before_commit=self._check_file)
+        parsed = make_url(url)
+        self._file = (
+            Path(parsed.database).expanduser()
+            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, ":memory:")
+            else None
+        )
+        self._identity: tuple[int, int] | None = None
 
     @property
     def dialect(self) -> str:
@@ -103,7 +147,31 @@ class Store:
         return self._writer.alive
 
     def start(self) -> None:
+        if self._file is not None and self._file.exists():
+            info = self._file.stat()
+            self._identity = (info.st_dev, info.st_ino)
         self._writer.start()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the database file is gone or replaced since :meth:`start`."""
+        try:
+            self._check_file()
+        except StoreLost:
+            return True
+        return False
+
+    def _check_file(self) -> None:
+        # SQLite keeps writing to a deleted (unlinked) file and reports success: every
+        # acknowledged write would vanish at the next start. Checked before each commit.
+        if self._identity is None or self._file is None:
+            return
+        try:
+            info = self._file.stat()
+        except FileNotFoundError:
+            raise StoreLost(f"the database {self._file} was deleted") from None
+        if (info.st_dev, info.st_ino) != self._identity:
+            raise StoreLost(f"the database {self._file} was replaced by another file")
 
     def close(self) -> None:
         self._writer.stop()

@@ -33,6 +33,8 @@ import pytest
 from daemon_process import DaemonHome, running
 from observations import observation
 
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
+
 EMITTERS = 4
 RUN = "crash"
 PATIENCE = 120.0  # seconds: a bound on waiting for progress, never a timing assertion

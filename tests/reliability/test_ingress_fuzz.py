@@ -24,6 +24,8 @@ from schemathesis import BaseSchema, Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
 
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
+
 BASE_URL = "http://cambium"
 
 

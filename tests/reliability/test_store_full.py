@@ -26,6 +26,8 @@ import pytest
 from daemon_process import DaemonHome, running
 from observations import observation
 
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
+
 TMPFS_SIZE = "8m"
 RUN = "fulldisk"
 
