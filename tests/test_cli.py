@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 import pytest
-from daemon_process import DaemonHome, running
 
 from daemon.cli.main import cli
+from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 
