@@ -24,6 +24,7 @@ from daemon import __version__
 from daemon.bus import BusClosed, SignalBus
 from daemon.core.clock import Clock, iso
 from daemon.core.signal import FieldError, Signal, SignalRejected, field_errors
+from daemon.loom.routes import loom_router
 from daemon.services.recall import Memory, RecallQuery, recall
 from daemon.store import seeds as seed_store
 from daemon.store import signal_log
@@ -64,6 +65,7 @@ def create_app(services: Services) -> FastAPI:
         description="Emit signals, recall memory, review seeds.",
     )
     bus, memory = services.bus, services.memory
+    app.include_router(loom_router(services))
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:

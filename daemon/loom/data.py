@@ -1,0 +1,267 @@
+"""Everything Loom reads from the store, in one place.
+
+Loom never writes the store: what it changes, it changes through signals on the bus. Each
+function here is a plain query on a connection; :class:`LoomData` runs them on the store's
+reader pool for one workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from sqlalchemy import String, cast, exists, func, or_, select
+from sqlalchemy.engine import Connection
+
+from daemon.core.records import Mark, Reinforcement, Seed
+from daemon.core.strength import current_strength
+from daemon.core.subjects import escape_like, normalize_subject
+from daemon.store import Store, signal_log
+from daemon.store import marks as mark_store
+from daemon.store import seeds as seed_store
+
+T = TypeVar("T")
+
+marks = mark_store.marks
+seeds = seed_store.seeds
+signals = signal_log.signals
+deliveries = signal_log.deliveries
+
+# How many marks a search reads (newest first) before ranking them by strength.
+SEARCH_CANDIDATES = 2000
+
+
+@dataclass(frozen=True)
+class MarkFilter:
+    text: str = ""  # case-insensitive substring of the subject or the observation
+    prefix: str = ""  # the subject starts with this (plain prefix: user.foo finds user.food)
+    states: tuple[str, ...] = ()  # empty: every state
+    observed_by: str = ""
+
+
+@dataclass(frozen=True)
+class SignalFilter:
+    signal_type: str = ""
+    status: str = ""  # a delivery status, or "unrouted"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class MarkWithHistory:
+    mark: Mark
+    reinforcements: list[Reinforcement]
+    seeds: list[Seed]  # seeds based on this mark: its promotion history
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A mark (or one of its reinforcements) that cites lines of a daily file."""
+
+    mark: Mark
+    line_range: tuple[int, int]
+    reinforced_at: datetime | None  # None: the mark's own evidence
+
+
+def _like_any_case(text: str) -> str:
+    return "%" + escape_like(text.lower()) + "%"
+
+
+def search_marks(
+    connection: Connection, workspace: str, wanted: MarkFilter, now: datetime, limit: int
+) -> list[tuple[Mark, float]]:
+    """Marks matching ``wanted`` with their strength at ``now``, strongest first."""
+    query = select(marks).where(marks.c.workspace_id == workspace)
+    if wanted.text:
+        pattern = _like_any_case(wanted.text)
+        query = query.where(
+            or_(
+                func.lower(marks.c.observation).like(pattern, escape="\\"),
+                func.lower(marks.c.subject).like(pattern, escape="\\"),
+            )
+        )
+    prefix = normalize_subject(wanted.prefix)
+    if prefix:
+        query = query.where(marks.c.subject.like(escape_like(prefix) + "%", escape="\\"))
+    if wanted.states:
+        query = query.where(marks.c.state.in_(wanted.states))
+    if wanted.observed_by:
+        query = query.where(marks.c.observed_by == wanted.observed_by)
+    query = query.order_by(marks.c.last_reinforced_at.desc()).limit(SEARCH_CANDIDATES)
+    found = [Mark.from_row(row._mapping) for row in connection.execute(query)]
+    boosts = mark_store.reinforcements_of(
+        connection, [m.id for m in found if m.reinforcement_count]
+    )
+    ranked = [(m, strength_at(m, boosts.get(m.id, []), now)) for m in found]
+    ranked.sort(key=lambda pair: (pair[1], pair[0].last_reinforced_at), reverse=True)
+    return ranked[:limit]
+
+
+def strength_at(mark: Mark, reinforcements: Sequence[Reinforcement], at: datetime) -> float:
+    """The mark's strength at ``at``, counting only reinforcements made by then."""
+    parts = [(r.reinforced_at, r.strength_delta) for r in reinforcements if r.reinforced_at <= at]
+    return current_strength(
+        mark.initial_strength, mark.decay_rate, mark.first_observed_at, parts, at
+    )
+
+
+def observers(connection: Connection, workspace: str) -> list[str]:
+    query = select(marks.c.observed_by).distinct().where(marks.c.workspace_id == workspace)
+    return sorted(connection.execute(query).scalars())
+
+
+def mark_with_history(connection: Connection, mark_id: str) -> MarkWithHistory | None:
+    mark = mark_store.get_mark(connection, mark_id)
+    if mark is None:
+        return None
+    reinforcements = mark_store.reinforcements_of(connection, [mark_id]).get(mark_id, [])
+    # based_on_marks is a JSON list; its text holds the quoted id (ids have no quotes).
+    based = cast(seeds.c.based_on_marks, String).like(f'%"{escape_like(mark_id)}"%', escape="\\")
+    rows = connection.execute(
+        select(seeds).where(seeds.c.workspace_id == mark.workspace_id, based)
+    ).all()
+    cited_by = [s for s in (Seed.from_row(r._mapping) for r in rows) if mark_id in s.based_on_marks]
+    return MarkWithHistory(mark, reinforcements, cited_by)
+
+
+def citations_of_day(connection: Connection, workspace: str, daily_file: str) -> list[Citation]:
+    """Marks whose evidence, or a reinforcement's, cites lines of ``daily_file``."""
+    needle = f'%"{escape_like(daily_file)}"%'
+    cites = cast(marks.c.evidence, String).like(needle, escape="\\")
+    reinforcements = mark_store.reinforcements
+    reinforced_cites = exists().where(
+        reinforcements.c.mark_id == marks.c.id,
+        cast(reinforcements.c.evidence, String).like(needle, escape="\\"),
+    )
+    rows = connection.execute(
+        select(marks).where(marks.c.workspace_id == workspace, or_(cites, reinforced_cites))
+    ).all()
+    found = [Mark.from_row(r._mapping) for r in rows]
+    boosts = mark_store.reinforcements_of(connection, [m.id for m in found])
+    citations: list[Citation] = []
+    for mark in found:
+        if (lines := _cited_lines(mark.evidence, daily_file)) is not None:
+            citations.append(Citation(mark, lines, None))
+        for boost in boosts.get(mark.id, []):
+            if (lines := _cited_lines(boost.evidence, daily_file)) is not None:
+                citations.append(Citation(mark, lines, boost.reinforced_at))
+    return citations
+
+
+def _cited_lines(evidence: dict[str, Any], daily_file: str) -> tuple[int, int] | None:
+    line_range = evidence.get("line_range")
+    if evidence.get("daily_file") != daily_file or not line_range:
+        return None
+    return int(line_range[0]), int(line_range[1])
+
+
+def seeds_pending_first(connection: Connection, workspace: str) -> list[Seed]:
+    found = seed_store.list_seeds(connection, workspace)
+    return sorted(found, key=lambda s: s.state != "pending")  # stable: newest first within
+
+
+def get_seed(connection: Connection, seed_id: str) -> Seed | None:
+    return seed_store.get_seed(connection, seed_id)
+
+
+def get_marks(connection: Connection, mark_ids: Sequence[str]) -> list[Mark]:
+    return mark_store.get_marks(connection, mark_ids)
+
+
+def list_signals(connection: Connection, wanted: SignalFilter, limit: int) -> list[dict[str, Any]]:
+    """Newest first, each with its deliveries."""
+    query = select(signals.c.id, signals.c.type, signals.c.source_id, signals.c.stored_at).order_by(
+        signals.c.stored_at.desc(), signals.c.id.desc()
+    )
+    if wanted.signal_type:
+        query = query.where(signals.c.type == wanted.signal_type)
+    if wanted.source:
+        query = query.where(signals.c.source_id == wanted.source)
+    if wanted.status == "unrouted":
+        query = query.where(~exists().where(deliveries.c.signal_id == signals.c.id))
+    elif wanted.status:
+        query = query.where(
+            exists().where(
+                deliveries.c.signal_id == signals.c.id, deliveries.c.status == wanted.status
+            )
+        )
+    rows = connection.execute(query.limit(limit)).all()
+    by_signal: dict[str, list[dict[str, Any]]] = {row.id: [] for row in rows}
+    if by_signal:
+        for d in connection.execute(
+            select(deliveries.c.signal_id, deliveries.c.receptor, deliveries.c.status)
+            .where(deliveries.c.signal_id.in_(list(by_signal)))
+            .order_by(deliveries.c.id)
+        ):
+            by_signal[d.signal_id].append({"receptor": d.receptor, "status": d.status})
+    return [dict(row._mapping) | {"deliveries": by_signal[row.id]} for row in rows]
+
+
+def signal_facets(connection: Connection) -> dict[str, list[str]]:
+    """The signal types and sources stored, for the filter menus."""
+    return {
+        "types": sorted(connection.execute(select(signals.c.type).distinct()).scalars()),
+        "sources": sorted(connection.execute(select(signals.c.source_id).distinct()).scalars()),
+    }
+
+
+def get_signal(connection: Connection, signal_id: str) -> dict[str, Any] | None:
+    return signal_log.get_signal(connection, signal_id)
+
+
+def open_delivery_counts(connection: Connection) -> dict[str, int]:
+    return signal_log.open_delivery_counts(connection)
+
+
+class LoomData:
+    """The queries above, run on the store's reader pool for one workspace."""
+
+    def __init__(self, store: Store, workspace: str) -> None:
+        self.store = store
+        self.workspace = workspace
+
+    async def _read(self, query: Callable[[Connection], T]) -> T:
+        return await self.store.read(query)
+
+    async def search_marks(
+        self, wanted: MarkFilter, now: datetime, limit: int
+    ) -> list[tuple[Mark, float]]:
+        return await self._read(
+            partial(search_marks, workspace=self.workspace, wanted=wanted, now=now, limit=limit)
+        )
+
+    async def observers(self) -> list[str]:
+        return await self._read(partial(observers, workspace=self.workspace))
+
+    async def mark(self, mark_id: str) -> MarkWithHistory | None:
+        found = await self._read(partial(mark_with_history, mark_id=mark_id))
+        return found if found is not None and found.mark.workspace_id == self.workspace else None
+
+    async def citations_of_day(self, daily_file: str) -> list[Citation]:
+        return await self._read(
+            partial(citations_of_day, workspace=self.workspace, daily_file=daily_file)
+        )
+
+    async def seeds(self) -> list[Seed]:
+        return await self._read(partial(seeds_pending_first, workspace=self.workspace))
+
+    async def seed(self, seed_id: str) -> Seed | None:
+        found = await self._read(partial(get_seed, seed_id=seed_id))
+        return found if found is not None and found.workspace_id == self.workspace else None
+
+    async def marks(self, mark_ids: Sequence[str]) -> list[Mark]:
+        return await self._read(partial(get_marks, mark_ids=mark_ids))
+
+    async def signals(self, wanted: SignalFilter, limit: int) -> list[dict[str, Any]]:
+        return await self._read(partial(list_signals, wanted=wanted, limit=limit))
+
+    async def signal_facets(self) -> dict[str, list[str]]:
+        return await self._read(signal_facets)
+
+    async def signal(self, signal_id: str) -> dict[str, Any] | None:
+        return await self._read(partial(get_signal, signal_id=signal_id))
+
+    async def open_delivery_counts(self) -> dict[str, int]:
+        return await self._read(open_delivery_counts)
