@@ -76,8 +76,12 @@ def _environment(zone_name: str, zone: Any) -> Environment:
         lstrip_blocks=True,
     )
 
-    def when(value: datetime | None) -> str:
-        return "" if value is None else value.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+    def when(value: datetime | str | None) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, str):  # an instant already in its JSON form (a signal's)
+            value = datetime.fromisoformat(value)
+        return value.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
     env.filters["when"] = when
     env.filters["iso"] = iso
