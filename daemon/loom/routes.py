@@ -84,6 +84,7 @@ def _environment(zone_name: str, zone: Any) -> Environment:
         return value.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
     env.filters["when"] = when
+    env.filters["duration"] = _duration
     env.filters["iso"] = iso
     env.filters["strength"] = lambda value: f"{value:.3f}"
     env.filters["segment"] = lambda value: quote(str(value), safe="")
@@ -218,6 +219,8 @@ def loom_router(services: Services) -> APIRouter:
             return error(404, "No such seed", f"there is no seed {seed_id}")
         review_id = request.query_params.get("signal")
         review = await data.signal(review_id) if review_id else None
+        if review is not None and review["payload"].get("seed_id") != seed.id:
+            review = None  # only this seed's own review is reported on its page
         based = await data.marks(seed.based_on_marks)
         return page(
             "seed.html", seed=seed, marks={m.id: m for m in based}, review=review, reviewer=reviewer
@@ -302,6 +305,16 @@ def loom_router(services: Services) -> APIRouter:
         )
 
     return router
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``5 min``, ``3 h 12 min``, ``2 d 4 h``: as precise as a glance needs."""
+    minutes, hours, days = int(seconds // 60), int(seconds // 3600), int(seconds // 86400)
+    if days:
+        return f"{days} d {hours % 24} h"
+    if hours:
+        return f"{hours} h {minutes % 60} min"
+    return f"{minutes} min" if minutes else f"{int(seconds)} s"
 
 
 def _review_signal(seed: Seed, decision: str, reviewer: str) -> dict[str, Any]:
