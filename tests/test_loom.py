@@ -319,7 +319,9 @@ async def test_accepting_a_seed_sends_a_signal_and_shows_its_outcome(
             data={"csrf": token, "decision": "rejected", "reviewer": "ada"},
         )
         assert again.status_code == 409 and "is already accepted" in again.text
-        assert second
+        # Another seed's page does not claim that review as its own.
+        other = await loom.page(f"/loom/seeds/{second}", signal=signal_id[1])
+        assert "review-outcome" not in other and "user.drink" in other
 
 
 @pytest.mark.asyncio

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -65,17 +66,27 @@ def unused_tcp_port() -> int:
     return port
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
+@contextmanager
+def chromium(javascript: bool = True) -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,820"):
         options.add_argument(argument)
+    if not javascript:
+        options.add_experimental_option(
+            "prefs", {"profile.managed_default_content_settings.javascript": 2}
+        )
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture
@@ -275,3 +286,15 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     )
     assert browser.find_element(By.TAG_NAME, "h1").text == "Refused"
     assert "token is missing" in browser.find_element(By.CSS_SELECTOR, "p.problem").text
+
+
+def test_loom_reads_and_searches_without_javascript(home: DaemonHome, door: str) -> None:
+    observe(home, "likes lentil soup", datetime.now(UTC) - timedelta(days=2), {"note": "n"})
+    with chromium(javascript=False) as browser:
+        browser.get(door)
+        browser.find_element(By.NAME, "q").send_keys("lentil")
+        browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+        WebDriverWait(browser, 10).until(arrived.url_contains("q=lentil"))
+        browser.find_element(By.LINK_TEXT, "likes lentil soup").click()
+        assert browser.find_element(By.ID, "strength-plot").is_displayed()
+        assert browser.find_element(By.ID, "strength-now").text.startswith("0.")
