@@ -14,6 +14,7 @@ from datetime import date, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode
+from zoneinfo import ZoneInfo
 
 import anyio
 import anyio.to_thread
@@ -54,11 +55,8 @@ SECURITY_HEADERS = {
 }
 
 
-class BadField(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+class BadField(ValueError):
+    """A query or form field that breaks its rule; the message names both."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ class DayFile:
     anchor: str  # "L" for the live file, "A" for the archived one
 
 
-def _environment(zone_name: str, zone: Any) -> Environment:
+def _environment(zone: ZoneInfo) -> Environment:
     env = Environment(
         loader=PackageLoader("daemon.loom", "templates"),
         autoescape=select_autoescape(default=True),
@@ -88,7 +86,7 @@ def _environment(zone_name: str, zone: Any) -> Environment:
     env.filters["iso"] = iso
     env.filters["strength"] = lambda value: f"{value:.3f}"
     env.filters["segment"] = lambda value: quote(str(value), safe="")
-    env.globals.update(prefix=PREFIX, zone=zone_name, version=__version__, field=FIELD)
+    env.globals.update(prefix=PREFIX, zone=zone.key, version=__version__, field=FIELD)
     return env
 
 
@@ -98,7 +96,8 @@ def loom_router(services: Services) -> APIRouter:
     bus, memory, clock = services.bus, services.memory, services.clock
     data = LoomData(memory.store, memory.workspace)
     guard = FormGuard()
-    env = _environment(str(memory.zone), memory.zone)
+    env = _environment(memory.zone)
+    css = resources.files("daemon.loom").joinpath("static/loom.css").read_text("utf-8")
     reviewer = getpass.getuser()
 
     def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -123,7 +122,6 @@ def loom_router(services: Services) -> APIRouter:
 
     @router.get("/static/loom.css")
     async def stylesheet() -> Response:
-        css = resources.files("daemon.loom").joinpath("static/loom.css").read_text("utf-8")
         return Response(css, media_type="text/css", headers={"cache-control": "max-age=3600"})
 
     @router.get("/")
@@ -139,8 +137,7 @@ def loom_router(services: Services) -> APIRouter:
             )
         except BadField as exc:
             return error(422, "Bad search", str(exc))
-        now = clock()
-        found = await data.search_marks(wanted, now, SEARCH_LIMIT)
+        found = await data.search_marks(wanted, clock(), SEARCH_LIMIT)
         return page(
             "marks.html",
             wanted=wanted,
@@ -148,7 +145,6 @@ def loom_router(services: Services) -> APIRouter:
             limit=SEARCH_LIMIT,
             states=MARK_STATES,
             observers=await data.observers(),
-            now=now,
         )
 
     @router.get("/marks/{mark_id}")
@@ -156,7 +152,6 @@ def loom_router(services: Services) -> APIRouter:
         found = await data.mark(mark_id)
         if found is None:
             return error(404, "No such mark", f"there is no mark {mark_id}")
-        now = clock()
         evidence = await anyio.to_thread.run_sync(
             _evidence_lines, memory.daily, found.mark.evidence
         )
@@ -168,10 +163,9 @@ def loom_router(services: Services) -> APIRouter:
             "mark.html",
             found=found,
             mark=found.mark,
-            plot=strength_plot(found.mark, found.reinforcements, now),
+            plot=strength_plot(found.mark, found.reinforcements, clock()),
             evidence=evidence,
             boosts=boosts,
-            now=now,
             threshold=WITHER_THRESHOLD,
         )
 
@@ -336,16 +330,16 @@ async def _settle(bus: SignalBus, signal_id: str) -> None:
 def _text(value: str, field: str, *, required: bool = False, longest: int = MAX_FIELD) -> str:
     value = value.strip()
     if required and not value:
-        raise BadField(field, "must not be empty")
+        raise BadField(f"{field}: must not be empty")
     if len(value) > longest:
-        raise BadField(field, f"at most {longest} characters")
+        raise BadField(f"{field}: at most {longest} characters")
     return value
 
 
 def _choices(values: list[str], allowed: tuple[str, ...], field: str) -> tuple[str, ...]:
     for value in values:
         if value not in allowed:
-            raise BadField(field, f"must be one of {', '.join(allowed)} (got {value[:40]!r})")
+            raise BadField(f"{field}: must be one of {', '.join(allowed)} (got {value[:40]!r})")
     return tuple(values)
 
 
