@@ -426,3 +426,20 @@ async def test_pages_load_nothing_from_outside_and_forbid_it(store: Store, tmp_p
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
         assert "url(" not in css.text and "@import" not in css.text
         assert (await loom.client.get("/loom", follow_redirects=True)).url.path == "/loom/"
+
+
+@pytest.mark.asyncio
+async def test_search_ranks_every_match_and_says_when_it_shows_fewer(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("daemon.loom.routes.SEARCH_LIMIT", 2)
+    async with open_loom(store, tmp_path) as loom:
+        # The strongest is the oldest: ranking is by strength now, over every match.
+        for days_ago, intensity in ((9, 1.0), (1, 0.3), (5, 0.9)):
+            at = NOW - timedelta(days=days_ago)
+            signal = observation(f"user.n{intensity}", f"strength {intensity}", at, {"note": "n"})
+            await loom.emit(signal | {"intensity": intensity})
+        page = await loom.page("/loom/marks")
+        assert "3 marks; the strongest 2 shown" in page
+        shown = re.findall(r">strength ([0-9.]+)</a>", page)
+        assert shown == ["0.9", "1.0"]  # 0.9 * 2^(-5/14) > 1.0 * 2^(-9/14)

@@ -30,9 +30,6 @@ seeds = seed_store.seeds
 signals = signal_log.signals
 deliveries = signal_log.deliveries
 
-# How many marks a search reads (newest first) before ranking them by strength.
-SEARCH_CANDIDATES = 2000
-
 
 @dataclass(frozen=True)
 class MarkFilter:
@@ -65,17 +62,22 @@ class Citation:
     reinforced_at: datetime | None  # None: the mark's own evidence
 
 
-def _like_any_case(text: str) -> str:
-    return "%" + escape_like(text.lower()) + "%"
-
-
 def search_marks(
     connection: Connection, workspace: str, wanted: MarkFilter, now: datetime, limit: int
-) -> list[tuple[Mark, float]]:
-    """Marks matching ``wanted`` with their strength at ``now``, strongest first."""
-    query = select(marks).where(marks.c.workspace_id == workspace)
+) -> tuple[list[tuple[Mark, float]], int]:
+    """The ``limit`` strongest marks matching ``wanted`` with their strength at ``now``,
+    and how many match in all. Every match is ranked from the few columns strength needs;
+    only the winners are read in full."""
+    query = select(
+        marks.c.id,
+        marks.c.initial_strength,
+        marks.c.decay_rate,
+        marks.c.first_observed_at,
+        marks.c.last_reinforced_at,
+        marks.c.reinforcement_count,
+    ).where(marks.c.workspace_id == workspace)
     if wanted.text:
-        pattern = _like_any_case(wanted.text)
+        pattern = "%" + escape_like(wanted.text.lower()) + "%"
         query = query.where(
             or_(
                 func.lower(marks.c.observation).like(pattern, escape="\\"),
@@ -89,22 +91,23 @@ def search_marks(
         query = query.where(marks.c.state.in_(wanted.states))
     if wanted.observed_by:
         query = query.where(marks.c.observed_by == wanted.observed_by)
-    query = query.order_by(marks.c.last_reinforced_at.desc()).limit(SEARCH_CANDIDATES)
-    found = [Mark.from_row(row._mapping) for row in connection.execute(query)]
+    rows = connection.execute(query).all()
     boosts = mark_store.reinforcements_of(
-        connection, [m.id for m in found if m.reinforcement_count]
+        connection, [row.id for row in rows if row.reinforcement_count]
     )
-    ranked = [(m, strength_at(m, boosts.get(m.id, []), now)) for m in found]
-    ranked.sort(key=lambda pair: (pair[1], pair[0].last_reinforced_at), reverse=True)
-    return ranked[:limit]
-
-
-def strength_at(mark: Mark, reinforcements: Sequence[Reinforcement], at: datetime) -> float:
-    """The mark's strength at ``at``, counting only reinforcements made by then."""
-    parts = [(r.reinforced_at, r.strength_delta) for r in reinforcements if r.reinforced_at <= at]
-    return current_strength(
-        mark.initial_strength, mark.decay_rate, mark.first_observed_at, parts, at
-    )
+    scored = []
+    for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
+        parts = [
+            (r.reinforced_at, r.strength_delta)
+            for r in boosts.get(mark_id, [])
+            if r.reinforced_at <= now
+        ]
+        value = current_strength(initial, half_life, first_observed, parts, now)
+        scored.append((value, last_reinforced, mark_id))
+    scored.sort(reverse=True)
+    best = scored[:limit]
+    found = mark_store.get_marks(connection, [mark_id for _, _, mark_id in best])
+    return [(m, value) for m, (value, _, _) in zip(found, best, strict=True)], len(rows)
 
 
 def observers(connection: Connection, workspace: str) -> list[str]:
@@ -227,7 +230,7 @@ class LoomData:
 
     async def search_marks(
         self, wanted: MarkFilter, now: datetime, limit: int
-    ) -> list[tuple[Mark, float]]:
+    ) -> tuple[list[tuple[Mark, float]], int]:
         return await self._read(
             partial(search_marks, workspace=self.workspace, wanted=wanted, now=now, limit=limit)
         )

@@ -137,11 +137,12 @@ def loom_router(services: Services) -> APIRouter:
             )
         except BadField as exc:
             return error(422, "Bad search", str(exc))
-        found = await data.search_marks(wanted, clock(), SEARCH_LIMIT)
+        found, total = await data.search_marks(wanted, clock(), SEARCH_LIMIT)
         return page(
             "marks.html",
             wanted=wanted,
             found=found,
+            total=total,
             limit=SEARCH_LIMIT,
             states=MARK_STATES,
             observers=await data.observers(),
