@@ -34,12 +34,14 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.services": SERVICES,
     "receptors": SERVICES | {"receptors"},
     "rhythms": STORE | {"rhythms"},
-    "daemon.api": SERVICES | {"daemon", "daemon.api"},
+    "daemon.api": SERVICES | {"daemon", "daemon.api", "daemon.loom.routes"},
+    "daemon.loom": SERVICES | {"daemon", "daemon.loom", "daemon.api.deps", "daemon.api.server"},
     "daemon.process": SERVICES
     | {"daemon", "daemon.api", "daemon.process", "daemon.logs", "daemon.sdnotify"}
     | {"receptors", "rhythms"},
     "daemon.cli": SERVICES
     | {"daemon", "daemon.cli", "daemon.process", "daemon.api.server", "daemon.logs"}
+    | {"daemon.loom.door"}
     | {"rhythms"},
     "daemon.logs": set(),
     "daemon.testing": set(),  # the daemon as a subprocess: nothing of ours imported

@@ -20,6 +20,7 @@ from daemon.api.deps import Problem, Services
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import SignalRejected, SignalTooLarge
+from daemon.loom.routes import loom_router
 from daemon.store.engine import StoreLost
 from daemon.store.writer import WriterClosed
 
@@ -39,6 +40,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     for module in (signals, recall, seeds, health):
         app.include_router(module.router)
+    app.include_router(loom_router(services))
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:

@@ -25,6 +25,7 @@ from daemon.cli.common import (
     load,
     print_json,
 )
+from daemon.cli.loom import loom
 from daemon.cli.memory import memory
 from daemon.cli.signals import signals
 from daemon.config import ConfigError
@@ -42,6 +43,7 @@ def cli() -> None:
 
 cli.add_command(memory)
 cli.add_command(signals)
+cli.add_command(loom)
 
 
 @cli.command()
