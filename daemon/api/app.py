@@ -4,6 +4,7 @@ errors name the field and use the right status: 422 bad input, 413 too large, 40
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
+from daemon.api.context import context_router
 from daemon.bus import BusClosed, SignalBus
 from daemon.core.clock import Clock, iso
 from daemon.core.signal import FieldError, Signal, SignalRejected, field_errors
@@ -55,6 +57,8 @@ class Problem(Exception):
 class Review(BaseModel):
     decision: Literal["accepted", "rejected"]
     reviewer: str = Field(min_length=1, max_length=128)
+    # A retry with the same key answers with the review already made instead of 409.
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
 
 
 def create_app(services: Services) -> FastAPI:
@@ -159,22 +163,24 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/recall", summary="What the memory knows about something")
     async def recall_route(
-        about: str,
+        about: str = "",
         layers: str | None = None,
         horizon: str | None = None,
         min_strength: float | None = None,
         limit: int = 10,
         include_withered: bool = False,
+        workspace: str | None = None,
     ) -> dict[str, Any]:
         query = RecallQuery.model_validate(
             {
                 "about": about,
+                "layers": layers,
                 "horizon": horizon,
                 "min_strength": min_strength,
                 "limit": limit,
                 "include_withered": include_withered,
+                "workspace": workspace,
             }
-            | ({"layers": layers} if layers is not None else {})
         )
         result = await anyio.to_thread.run_sync(recall, query, memory, services.clock())
         return result.to_json()
@@ -193,15 +199,25 @@ def create_app(services: Services) -> FastAPI:
         seed = await memory.store.read(partial(seed_store.get_seed, seed_id=seed_id))
         if seed is None or seed.workspace_id != memory.workspace:
             raise Problem(404, f"no seed {seed_id}")
+        key = review.idempotency_key
+        # The review signal's id follows from its key, so a repeat is recognised by id.
+        signal_id = review_signal_id(key) if key else None
         if seed.state != "pending":
+            if signal_id is not None and await _stored(memory, signal_id):
+                return JSONResponse(_jsonable(seed.to_row()) | {"signal_id": signal_id})
             raise Problem(409, f"seed {seed_id} is already {seed.state}")
         stored = await bus.emit_raw(
             {
                 "type": "memory.seed_reviewed",
                 "source_id": "review",
                 "source_layer": "human",
-                "payload": {"seed_id": seed_id, **review.model_dump()},
+                "payload": {
+                    "seed_id": seed_id,
+                    "decision": review.decision,
+                    "reviewer": review.reviewer,
+                },
             }
+            | ({"id": signal_id, "idempotency_key": key} if key else {})
         )
         status = await _settle(bus, stored.id, 10.0)
         if status.get("seeds") == "dead":
@@ -230,7 +246,17 @@ def create_app(services: Services) -> FastAPI:
             "substrate": {"watched_files": [str(f) for f in files]},
         }
 
+    app.include_router(context_router(memory, services.clock))
     return app
+
+
+def review_signal_id(idempotency_key: str) -> str:
+    return "review-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+
+
+async def _stored(memory: Memory, signal_id: str) -> bool:
+    found = await memory.store.read(partial(signal_log.get_signal, signal_id=signal_id))
+    return found is not None
 
 
 async def _settle(bus: SignalBus, signal_id: str, wait: float) -> dict[str, str]:

@@ -49,10 +49,14 @@ def get_mark(connection: Connection, mark_id: str) -> Mark | None:
 
 @cache
 def _matching_query(
-    columns: tuple[ColumnElement[Any], ...], states: tuple[str, ...], prefix: bool, since: bool
+    columns: tuple[ColumnElement[Any], ...],
+    states: tuple[str, ...],
+    prefix: bool,
+    since: bool,
+    ids: bool = False,
 ) -> Select[Any]:
-    """Marks of a workspace in some states, optionally under a subject prefix and reinforced
-    since an instant. Built once per shape, with bound parameters.
+    """Marks of a workspace in some states, optionally under a subject prefix (or among
+    given ids) and reinforced since an instant. Built once per shape, with bound parameters.
 
     The subject rule is two terms: ``LIKE 'p%'`` is what the (workspace, subject) index
     serves as a range scan; the second trims ``user.sleepover`` from ``user.sleep``."""
@@ -69,6 +73,8 @@ def _matching_query(
         )
     if since:
         query = query.where(marks.c.last_reinforced_at >= bindparam("since"))
+    if ids:
+        query = query.where(marks.c.id.in_(bindparam("ids", expanding=True)))
     return query
 
 
@@ -79,16 +85,20 @@ def _matching(
     prefix: str,
     states: Sequence[str],
     reinforced_since: datetime | None,
+    mark_ids: Sequence[str] | None = None,
 ) -> list[Any]:
     subject = normalize_subject(prefix)
     escaped = escape_like(subject)
-    query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
+    query = _matching_query(
+        columns, tuple(states), bool(subject), reinforced_since is not None, mark_ids is not None
+    )
     parameters = {
         "workspace": workspace,
         "subject": subject,
         "under": escaped + "%",
         "below": escaped + ".%",
         "since": reinforced_since,
+        "ids": list(mark_ids or ()),
     }
     return list(connection.execute(query, parameters).all())
 
@@ -150,10 +160,14 @@ def score_marks(
     states: Sequence[str],
     now: datetime,
     reinforced_since: datetime | None = None,
+    mark_ids: Sequence[str] | None = None,
 ) -> list[Scored]:
-    """Every matching mark's strength at ``now``. Only the columns strength needs are read
-    (no JSON), so ranking many marks stays cheap; fetch the winners with :func:`get_marks`."""
-    rows = _matching(connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+    """Every matching mark's strength at ``now`` (with ``mark_ids``: only among those).
+    Only the columns strength needs are read (no JSON), so ranking many marks stays cheap;
+    fetch the winners with :func:`get_marks`."""
+    rows = _matching(
+        connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since, mark_ids
+    )
     boosts = {
         mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
         for mark_id, found in reinforcements_of(

@@ -1,0 +1,73 @@
+"""Free text finds marks by what they say: a BM25 index (the same ranked matcher as the
+substrate, daily and compost layers) over every mark's observation, kept in memory.
+
+The index follows the table cheaply: a mark's text is fixed once written (a reinforcement
+changes only its strength), so a new mark is a new row. Before each search one count tells
+whether rows were added (or removed); if so, the rows stored since the last look are read
+(by ``created_at``, with slack for instants that arrive late), and if the count still does
+not agree (a signal emitted with an old ``emitted_at``), the index is rebuilt from scratch.
+The state and strength of every hit are decided afterwards, by the ordinary marks query.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from daemon.files.text import Index, query_terms
+from daemon.store.tables import MarkTable
+
+marks = MarkTable.__table__  # type: ignore[attr-defined]
+
+# How far back from the newest row already indexed an incremental read starts.
+SLACK = timedelta(minutes=10)
+# At most this many text hits go on to be scored by strength.
+MAX_HITS = 1000
+
+
+class MarkText:
+    """The index, for every workspace (a search names its workspace). Thread-safe: recall
+    runs in worker threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._index: Index[str] = Index()
+        self._workspace: dict[str, str] = {}  # mark id -> workspace id
+        self._newest: datetime | None = None
+
+    def search(self, connection: Connection, workspace: str, about: str) -> list[str]:
+        """Ids of the marks in ``workspace`` whose observation holds a word of ``about``,
+        most relevant first."""
+        if not query_terms(about):
+            return []  # nothing to look for: no need to follow the table
+        with self._lock:
+            self._follow(connection)
+            hits = self._index.search(
+                about, MAX_HITS, where=lambda mark_id: self._workspace[mark_id] == workspace
+            )
+        return [hit.key for hit in hits]
+
+    def _follow(self, connection: Connection) -> None:
+        count = connection.execute(select(func.count()).select_from(marks)).scalar_one()
+        if count == len(self._workspace):
+            return
+        if self._newest is not None:
+            self._read(connection, since=self._newest - SLACK)
+        if count != len(self._workspace):
+            self._index = Index()
+            self._workspace = {}
+            self._read(connection, since=None)
+
+    def _read(self, connection: Connection, since: datetime | None) -> None:
+        query = select(marks.c.id, marks.c.workspace_id, marks.c.observation, marks.c.created_at)
+        if since is not None:
+            query = query.where(marks.c.created_at >= since)
+        for mark_id, workspace, observation, created_at in connection.execute(query):
+            if mark_id not in self._workspace:
+                self._index.add(mark_id, observation)
+                self._workspace[mark_id] = workspace
+            if self._newest is None or created_at > self._newest:
+                self._newest = created_at
