@@ -251,7 +251,8 @@ def create_app(services: Services) -> FastAPI:
 
 
 def review_signal_id(idempotency_key: str) -> str:
-    return "review-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+    """32 hex digits, like a generated id, derived from the key."""
+    return hashlib.sha256(f"review:{idempotency_key}".encode()).hexdigest()[:32]
 
 
 async def _stored(memory: Memory, signal_id: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -17,6 +17,7 @@ from daemon.cli.common import (
     BadInput,
     config_option,
     day_option,
+    idempotency_option,
     json_option,
     load,
     login_name,
@@ -27,7 +28,7 @@ from daemon.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from daemon.cli.client import Ingress
+    from daemon.client import Emitted
     from daemon.config import Config
     from daemon.services.recall import Memory
     from daemon.store import Store
@@ -46,12 +47,6 @@ def open_memory(config: Config, store: Store) -> Memory:
 
     warnings_to_stderr()
     return Memory.from_config(config, store)
-
-
-def ingress(config: Config) -> Ingress:
-    from daemon.cli.client import Ingress
-
-    return Ingress(config.ingress.socket)
 
 
 # -- recall ------------------------------------------------------------------------------
@@ -140,6 +135,7 @@ def _option_error(error: Any) -> str:
 @click.option("--by", "observer", help="Who states it (default: your login name).")
 @click.option("--intensity", type=float, help="Initial strength, 0..1 (default 0.7).")
 @click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@idempotency_option
 @config_option
 def mark(
     subject: str,
@@ -147,6 +143,7 @@ def mark(
     observer: str | None,
     intensity: float | None,
     decay_days: float | None,
+    idempotency_key: str | None,
     config_path: Path | None,
 ) -> None:
     """State an observation yourself.
@@ -171,20 +168,22 @@ def mark(
     if not observation:
         raise BadInput("bad OBSERVATION: it must not be empty")
     observer = observer or login_name()
-    signal = _signal(
+    payload = {
+        "subject": subject,
+        "observation": observation,
+        "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+    }
+    config = load(config_path)
+    answer = _send(
+        config,
         "memory.observation",
         observer,
-        {
-            "subject": subject,
-            "observation": observation,
-            "evidence": {"note": f"stated by {observer} via cambium memory mark"},
-        },
+        payload,
+        idempotency_key,
         intensity=intensity,
         decay_days=decay_days,
     )
-    config = load(config_path)
-    answer = _send(config, signal)
-    if answer["deliveries"].get("observation") != "delivered":
+    if (answer.deliveries or {}).get("observation") != "delivered":
         return  # still pending: _send said so
     query = RecallQuery(
         about=subject, layers=("marks",), min_strength=0, limit=1000, include_withered=True
@@ -204,8 +203,11 @@ def mark(
 @memory.command()
 @click.argument("text")
 @day_option("The day's file to append to (default: today in the configured time zone).")
+@idempotency_option
 @config_option
-def note(text: str, day: date | None, config_path: Path | None) -> None:
+def note(
+    text: str, day: date | None, idempotency_key: str | None, config_path: Path | None
+) -> None:
     """Append a line to a day's log.
 
     TEXT (one line) goes to the day's daily file, which is consolidated into marks the
@@ -220,15 +222,17 @@ def note(text: str, day: date | None, config_path: Path | None) -> None:
         raise BadInput("bad TEXT: a daily note is one non-empty line")
     config = load(config_path)
     day = day or _today(config)
-    signal = _signal("memory.daily_note", login_name(), {"text": text, "date": day.isoformat()})
-    if _send(config, signal)["deliveries"].get("daily") == "delivered":
+    payload = {"text": text, "date": day.isoformat()}
+    answer = _send(config, "memory.daily_note", login_name(), payload, idempotency_key)
+    if (answer.deliveries or {}).get("daily") == "delivered":
         click.echo(f"noted in {config.paths.daily / f'{day.isoformat()}.md'}")
 
 
 @memory.command()
 @day_option("The day to consolidate (default: yesterday in the configured time zone).")
+@idempotency_option
 @config_option
-def consolidate(day: date | None, config_path: Path | None) -> None:
+def consolidate(day: date | None, idempotency_key: str | None, config_path: Path | None) -> None:
     """Consolidate a day's log now, as the nightly rhythm does.
 
     The day's observations become marks, its file moves to the archive, and faded marks
@@ -244,8 +248,9 @@ def consolidate(day: date | None, config_path: Path | None) -> None:
     name = f"{day.isoformat()}.md"
     live, archived = config.paths.daily / name, config.paths.daily / "archive" / name
     was_live = live.exists()
-    signal = _signal("memory.consolidate", login_name(), {"date": day.isoformat()})
-    if _send(config, signal)["deliveries"].get("consolidation") != "delivered":
+    payload = {"date": day.isoformat()}
+    answer = _send(config, "memory.consolidate", login_name(), payload, idempotency_key)
+    if (answer.deliveries or {}).get("consolidation") != "delivered":
         return
     if was_live:
         click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
@@ -261,40 +266,31 @@ def _today(config: Config) -> date:
     return utcnow().astimezone(config.zone).date()
 
 
-def _signal(
+def _send(
+    config: Config,
     signal_type: str,
     source_id: str,
     payload: dict[str, Any],
-    *,
-    intensity: float | None = None,
-    decay_days: float | None = None,
-) -> dict[str, Any]:
-    """A signal stated by a person at the terminal."""
-    signal: dict[str, Any] = {
-        "type": signal_type,
-        "source_id": source_id,
-        "source_layer": HUMAN,
-        "payload": payload,
-    }
-    if intensity is not None:
-        signal["intensity"] = intensity
-    if decay_days is not None:
-        signal["decay_rate"] = decay_days * 86_400
-    return signal
+    idempotency_key: str | None,
+    **fields: Any,
+) -> Emitted:
+    """Emit a signal stated by the person at the terminal and wait for its deliveries: a
+    dead one fails, one still pending is reported."""
+    from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
 
-
-def _send(config: Config, signal: dict[str, Any]) -> dict[str, Any]:
-    """Emit ``signal`` and wait for its deliveries: a dead one fails, one still pending is
-    reported."""
-    from daemon.cli.client import MAX_WAIT_SECONDS
-
-    daemon = ingress(config)
-    answer = daemon.emit(signal, MAX_WAIT_SECONDS)
-    daemon.check_deliveries(answer)
-    if "pending" in answer["deliveries"].values():
+    with daemon(config, source_id) as client:
+        answer = client.emit(
+            signal_type,
+            payload,
+            source_layer=HUMAN,
+            idempotency_key=idempotency_key,
+            wait=MAX_WAIT_SECONDS,
+            **fields,
+        )
+        check_deliveries(client, answer.id, answer.deliveries)
+    if answer.pending:
         click.echo(
-            f"stored signal {answer['id']}; not delivered yet — "
-            f"see `cambium signals show {answer['id']}`"
+            f"stored signal {answer.id}; not delivered yet — see `cambium signals show {answer.id}`"
         )
     return answer
 
@@ -343,26 +339,31 @@ def seeds(ctx: click.Context, state: str | None, as_json: bool, config_path: Pat
     show(seeds_view(found))
 
 
-def _review(decision: str) -> click.Command:
+def _review(decision: Literal["accepted", "rejected"]) -> click.Command:
     verb = decision.removesuffix("ed")
 
     @click.argument("seed_id", metavar="ID")
     @click.option("--reviewer", help="Who decides (default: your login name).")
+    @idempotency_option
     @config_option
-    def review(seed_id: str, reviewer: str | None, config_path: Path | None) -> None:
+    def review(
+        seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
+    ) -> None:
+        from daemon.cli.client import daemon
+
         reviewer = reviewer or login_name()
-        seed = ingress(load(config_path)).review(seed_id, decision, reviewer)
-        if seed["state"] == "pending":
+        with daemon(load(config_path), reviewer) as client:
+            seed = client.review_seed(seed_id, decision, reviewer, idempotency_key=idempotency_key)
+        if seed.state == "pending":
             click.echo(
-                f"review of seed {seed_id} stored as signal {seed['signal_id']}; not applied yet"
+                f"review of seed {seed_id} stored as signal {seed.signal_id}; not applied yet"
             )
             return
-        click.echo(f"seed {seed_id} {decision} by {reviewer}")
-        if decision == "accepted":
-            promoted = seed["based_on_marks"]
-            if promoted:
-                click.echo(f"promoted {', '.join(promoted)}")
-            click.echo(f"the daemon never edits {seed['target_file']}: make the change yourself")
+        click.echo(f"seed {seed_id} {seed.state} by {seed.reviewed_by}")
+        if seed.state == "accepted":
+            if seed.based_on_marks:
+                click.echo(f"promoted {', '.join(seed.based_on_marks)}")
+            click.echo(f"the daemon never edits {seed.target_file}: make the change yourself")
 
     review.__doc__ = f"""{verb.capitalize()} the pending seed ID.
 

@@ -114,8 +114,10 @@ class _Base:
         token: str | None,
         config: Path | None,
         source_id: str,
+        answer_seconds: float,
         has_transport: bool,
     ) -> None:
+        self.answer_seconds = answer_seconds
         if has_transport:
             self._settings: dict[str, Any] = {"base_url": url or _BASE_URL}
             self.where = "the given transport"
@@ -140,7 +142,8 @@ class _Base:
 class Client(_Base):
     """The daemon, reached synchronously. Give ``socket`` (a path), or ``url`` (loopback
     TCP) and ``token``; with neither, the socket of the config (``config``, else
-    ``$CAMBIUM_CONFIG``, else the user config file). ``source_id`` names the writer."""
+    ``$CAMBIUM_CONFIG``, else the user config file). ``source_id`` names the writer;
+    ``answer_seconds`` is how long the daemon gets to answer (on top of a delivery wait)."""
 
     def __init__(
         self,
@@ -150,9 +153,12 @@ class Client(_Base):
         token: str | None = None,
         config: Path | None = None,
         source_id: str = DEFAULT_SOURCE_ID,
+        answer_seconds: float = calls.ANSWER_SECONDS,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        super().__init__(socket, url, token, config, source_id, transport is not None)
+        super().__init__(
+            socket, url, token, config, source_id, answer_seconds, transport is not None
+        )
         uds = self._settings.pop("uds", None)
         self._http = httpx.Client(
             transport=transport or httpx.HTTPTransport(uds=uds), **self._settings
@@ -172,7 +178,11 @@ class Client(_Base):
     def _run(self, call: calls.Call[T]) -> T:
         try:
             response = self._http.request(
-                call.method, call.path, params=call.params, json=call.body, timeout=call.timeout
+                call.method,
+                call.path,
+                params=call.params,
+                json=call.body,
+                timeout=call.wait + self.answer_seconds,
             )
         except httpx.TransportError as exc:
             raise calls.failure(call, exc, self.where) from None
@@ -318,9 +328,12 @@ class AsyncClient(_Base):
         token: str | None = None,
         config: Path | None = None,
         source_id: str = DEFAULT_SOURCE_ID,
+        answer_seconds: float = calls.ANSWER_SECONDS,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(socket, url, token, config, source_id, transport is not None)
+        super().__init__(
+            socket, url, token, config, source_id, answer_seconds, transport is not None
+        )
         uds = self._settings.pop("uds", None)
         self._http = httpx.AsyncClient(
             transport=transport or httpx.AsyncHTTPTransport(uds=uds), **self._settings
@@ -340,7 +353,11 @@ class AsyncClient(_Base):
     async def _run(self, call: calls.Call[T]) -> T:
         try:
             response = await self._http.request(
-                call.method, call.path, params=call.params, json=call.body, timeout=call.timeout
+                call.method,
+                call.path,
+                params=call.params,
+                json=call.body,
+                timeout=call.wait + self.answer_seconds,
             )
         except httpx.TransportError as exc:
             raise calls.failure(call, exc, self.where) from None

@@ -57,10 +57,6 @@ class Call(Generic[T]):
     wait: float = 0.0  # seconds the daemon may spend on deliveries before answering
     idempotency_key: str | None = None  # set on writes: a lost answer is OutcomeUnknown
 
-    @property
-    def timeout(self) -> float:
-        return self.wait + ANSWER_SECONDS
-
 
 def _model(model: type[BaseModel]) -> Callable[[Any], Any]:
     return model.model_validate
@@ -261,7 +257,7 @@ def failure(call: Call[Any], exc: httpx.TransportError, where: str) -> CambiumEr
     if isinstance(exc, _NOT_SENT):
         return NotReachable(f"daemon not reachable at {where} — start it with `cambium run`")
     if call.idempotency_key is None:
-        return NotReachable(f"the daemon at {where} did not answer within {call.timeout:g} s")
+        return NotReachable(f"the daemon at {where} did not answer ({type(exc).__name__})")
     return OutcomeUnknown(
         f"sent to the daemon at {where}, but no answer came ({type(exc).__name__}); "
         f"it may be stored: send it again with idempotency key {call.idempotency_key}",
