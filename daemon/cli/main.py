@@ -26,6 +26,7 @@ from daemon.cli.common import (
     login_name,
     print_json,
 )
+from daemon.cli.mcp import mcp
 from daemon.cli.memory import memory
 from daemon.cli.signals import signals
 from daemon.config import ConfigError
@@ -43,6 +44,7 @@ def cli() -> None:
 
 cli.add_command(memory)
 cli.add_command(signals)
+cli.add_command(mcp)
 
 
 @cli.command()

@@ -53,7 +53,7 @@ def open_memory(config: Config, store: Store) -> Memory:
 
 
 @memory.command()
-@click.argument("about")
+@click.argument("about", default="")
 @click.option(
     "--layers", metavar="A,B", help="Comma list of substrate, marks, daily, compost (default: all)."
 )
@@ -67,6 +67,21 @@ def open_memory(config: Config, store: Store) -> Memory:
 )
 @click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
 @click.option("--include-withered", is_flag=True, help="Also show marks that have faded.")
+@click.option("--workspace", help="Whose marks (default: the configured workspace).")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["text", "json", "context"]),
+    default="text",
+    help="text (default), json, or context: a bounded block to paste into a prompt.",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(200, 100_000),
+    default=4000,
+    show_default=True,
+    help="With --format context: the longest the block may be.",
+)
 @json_option
 @config_option
 def recall(
@@ -76,19 +91,25 @@ def recall(
     min_strength: float | None,
     limit: int | None,
     include_withered: bool,
+    workspace: str | None,
+    output: str,
+    max_chars: int,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
     """What the memory knows about ABOUT, from all four layers.
 
-    ABOUT is a subject path (user.food) or free text. Each mark shows its strength now
-    and how it got there.
+    ABOUT is a subject path (user.food) or free text (marks are found by their words
+    too); left out, it means everything. Each mark shows its strength now and how it got
+    there.
 
     \b
     Examples:
       cambium memory recall user.food
+      cambium memory recall lentil
       cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
       cambium memory recall user --min-strength 0.2 --include-withered --json
+      cambium memory recall user.food --format context --max-chars 2000
     """
     from pydantic import ValidationError
 
@@ -103,6 +124,7 @@ def recall(
         "min_strength": min_strength,
         "limit": limit,
         "include_withered": include_withered,
+        "workspace": workspace,
     }
     try:
         query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
@@ -111,7 +133,12 @@ def recall(
     config = load(config_path)
     with reading_store(config) as store:
         result = run_recall(query, open_memory(config, store), utcnow())
-    if as_json:
+    if output == "context":
+        from daemon.services.context import render
+
+        click.echo(render(result.to_json(), query.about, max_chars).text)
+        return
+    if as_json or output == "json":
         print_json(result.to_json())
         return
     from daemon.cli.render import recall_view, show
