@@ -28,6 +28,7 @@ from daemon.cli.common import (
 )
 from daemon.cli.mcp import mcp
 from daemon.cli.memory import memory
+from daemon.cli.setup import init, service
 from daemon.cli.signals import signals
 from daemon.config import ConfigError
 
@@ -45,6 +46,8 @@ def cli() -> None:
 cli.add_command(memory)
 cli.add_command(signals)
 cli.add_command(mcp)
+cli.add_command(init)
+cli.add_command(service)
 
 
 @cli.command()
