@@ -140,6 +140,10 @@ def uninstall(now: bool, platform: str) -> None:
 
     With --now the service is stopped and disabled first; otherwise the commands to do
     so are printed. Your config and memory are left as they are.
+
+    \b
+    Example:
+      cambium service uninstall --now
     """
     from daemon.service_files import service_file
 
