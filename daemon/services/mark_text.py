@@ -1,4 +1,4 @@
-"""Free text finds marks by what they say: a BM25 index (the same ranked matcher as the
+"""Free text finds marks by what they say (a dotted subject path is matched by prefix only): a BM25 index (the same ranked matcher as the
 substrate, daily and compost layers) over every mark's observation, kept in memory.
 
 The index follows the table cheaply: a mark's text is fixed once written (a reinforcement
@@ -11,6 +11,7 @@ The state and strength of every hit are decided afterwards, by the ordinary mark
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import datetime, timedelta
 
@@ -28,6 +29,15 @@ SLACK = timedelta(minutes=10)
 MAX_HITS = 1000
 
 
+# A dotted subject path (user.food.lunch) asks for a subtree, not for words: it is matched
+# by prefix only. Anything else (a word, a phrase) is also looked up in the marks' text.
+_SUBJECT_PATH = re.compile(r"^[^\s.]+(\.[^\s.]+)+$")
+
+
+def is_free_text(about: str) -> bool:
+    return _SUBJECT_PATH.match(about.strip()) is None
+
+
 class MarkText:
     """The index, for every workspace (a search names its workspace). Thread-safe: recall
     runs in worker threads."""
@@ -40,8 +50,8 @@ class MarkText:
 
     def search(self, connection: Connection, workspace: str, about: str) -> list[str]:
         """Ids of the marks in ``workspace`` whose observation holds a word of ``about``,
-        most relevant first."""
-        if not query_terms(about):
+        most relevant first. A subject path finds nothing here (see :func:`is_free_text`)."""
+        if not is_free_text(about) or not query_terms(about):
             return []  # nothing to look for: no need to follow the table
         with self._lock:
             self._follow(connection)

@@ -1,7 +1,8 @@
 """recall: what does the memory know about X? One answer blended from four layers.
 
-- marks: segment-prefix match on the subject, or an observation holding a word of the query
-  (whole stemmed words, as the other layers match); current strength at least
+- marks: segment-prefix match on the subject, or, unless the query is a dotted subject path,
+  an observation holding a word of the query (whole stemmed words, as the other layers
+  match); current strength at least
   ``min_strength``, last reinforced within the horizon; strongest first, then most recent.
   An empty ``about`` matches every mark.
 - substrate: ranked text hits, plus every substrate file the returned marks reference.
