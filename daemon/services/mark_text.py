@@ -1,5 +1,6 @@
-"""Free text finds marks by what they say (a dotted subject path is matched by prefix only): a BM25 index (the same ranked matcher as the
-substrate, daily and compost layers) over every mark's observation, kept in memory.
+"""Free text finds marks by what they say (a dotted subject path is matched by prefix
+only): a BM25 index (the same ranked matcher as the substrate, daily and compost layers)
+over every mark's observation, kept in memory.
 
 The index follows the table cheaply: a mark's text is fixed once written (a reinforcement
 changes only its strength), so a new mark is a new row. Before each search one count tells
