@@ -6,7 +6,8 @@ The index follows the table cheaply: a mark's text is fixed once written (a rein
 changes only its strength), so a new mark is a new row. Before each search one count tells
 whether rows were added (or removed); if so, the rows stored since the last look are read
 (by ``created_at``, with slack for instants that arrive late), and if the count still does
-not agree (a signal emitted with an old ``emitted_at``), the index is rebuilt from scratch.
+not agree (a signal emitted with an old ``emitted_at``, or the first look), the stored ids
+are compared with the indexed ones and only the difference is read.
 The state and strength of every hit are decided afterwards, by the ordinary marks query.
 """
 
@@ -18,6 +19,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.files.text import Index, query_terms
 from daemon.store.tables import MarkTable
@@ -27,7 +29,7 @@ marks = MarkTable.__table__  # type: ignore[attr-defined]
 # How far back from the newest row already indexed an incremental read starts.
 SLACK = timedelta(minutes=10)
 # At most this many text hits go on to be scored by strength.
-MAX_HITS = 1000
+MAX_HITS = 200
 
 
 # A dotted subject path (user.food.lunch) asks for a subtree, not for words: it is matched
@@ -66,16 +68,22 @@ class MarkText:
         if count == len(self._workspace):
             return
         if self._newest is not None:
-            self._read(connection, since=self._newest - SLACK)
-        if count != len(self._workspace):
-            self._index = Index()
-            self._workspace = {}
-            self._read(connection, since=None)
+            self._read(connection, marks.c.created_at >= self._newest - SLACK)
+        if count == len(self._workspace):
+            return
+        # Rows stored with an old instant (or the first look): compare ids, read what is new.
+        stored = set(connection.execute(select(marks.c.id)).scalars())
+        for gone in self._workspace.keys() - stored:
+            self._index.remove(gone)
+            del self._workspace[gone]
+        new = list(stored - self._workspace.keys())
+        for start in range(0, len(new), 500):  # bounded IN lists
+            self._read(connection, marks.c.id.in_(new[start : start + 500]))
 
-    def _read(self, connection: Connection, since: datetime | None) -> None:
-        query = select(marks.c.id, marks.c.workspace_id, marks.c.observation, marks.c.created_at)
-        if since is not None:
-            query = query.where(marks.c.created_at >= since)
+    def _read(self, connection: Connection, where: ColumnElement[bool]) -> None:
+        query = select(
+            marks.c.id, marks.c.workspace_id, marks.c.observation, marks.c.created_at
+        ).where(where)
         for mark_id, workspace, observation, created_at in connection.execute(query):
             if mark_id not in self._workspace:
                 self._index.add(mark_id, observation)

@@ -226,8 +226,8 @@ def _marks(
         if said:
             scored += [
                 s
-                for s in mark_store.score_marks(
-                    connection, workspace, "", states, now, reinforced_since=since, mark_ids=said
+                for s in mark_store.score_marks_among(
+                    connection, said, workspace, states, now, reinforced_since=since
                 )
                 if s.mark_id not in seen
             ]

@@ -49,14 +49,10 @@ def get_mark(connection: Connection, mark_id: str) -> Mark | None:
 
 @cache
 def _matching_query(
-    columns: tuple[ColumnElement[Any], ...],
-    states: tuple[str, ...],
-    prefix: bool,
-    since: bool,
-    ids: bool = False,
+    columns: tuple[ColumnElement[Any], ...], states: tuple[str, ...], prefix: bool, since: bool
 ) -> Select[Any]:
-    """Marks of a workspace in some states, optionally under a subject prefix (or among
-    given ids) and reinforced since an instant. Built once per shape, with bound parameters.
+    """Marks of a workspace in some states, optionally under a subject prefix and reinforced
+    since an instant. Built once per shape, with bound parameters.
 
     The subject rule is two terms: ``LIKE 'p%'`` is what the (workspace, subject) index
     serves as a range scan; the second trims ``user.sleepover`` from ``user.sleep``."""
@@ -73,8 +69,6 @@ def _matching_query(
         )
     if since:
         query = query.where(marks.c.last_reinforced_at >= bindparam("since"))
-    if ids:
-        query = query.where(marks.c.id.in_(bindparam("ids", expanding=True)))
     return query
 
 
@@ -85,20 +79,16 @@ def _matching(
     prefix: str,
     states: Sequence[str],
     reinforced_since: datetime | None,
-    mark_ids: Sequence[str] | None = None,
 ) -> list[Any]:
     subject = normalize_subject(prefix)
     escaped = escape_like(subject)
-    query = _matching_query(
-        columns, tuple(states), bool(subject), reinforced_since is not None, mark_ids is not None
-    )
+    query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
     parameters = {
         "workspace": workspace,
         "subject": subject,
         "under": escaped + "%",
         "below": escaped + ".%",
         "since": reinforced_since,
-        "ids": list(mark_ids or ()),
     }
     return list(connection.execute(query, parameters).all())
 
@@ -160,18 +150,45 @@ def score_marks(
     states: Sequence[str],
     now: datetime,
     reinforced_since: datetime | None = None,
-    mark_ids: Sequence[str] | None = None,
 ) -> list[Scored]:
-    """Every matching mark's strength at ``now`` (with ``mark_ids``: only among those).
-    Only the columns strength needs are read (no JSON), so ranking many marks stays cheap;
-    fetch the winners with :func:`get_marks`."""
-    rows = _matching(
-        connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since, mark_ids
-    )
+    """Every matching mark's strength at ``now``. Only the columns strength needs are read
+    (no JSON), so ranking many marks stays cheap; fetch the winners with :func:`get_marks`."""
+    rows = _matching(connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+    return _scored(connection, rows, now)
+
+
+def score_marks_among(
+    connection: Connection,
+    mark_ids: Sequence[str],
+    workspace: str,
+    states: Sequence[str],
+    now: datetime,
+    reinforced_since: datetime | None = None,
+) -> list[Scored]:
+    """Like :func:`score_marks`, for the marks with these ids. Looked up by primary key
+    alone (then filtered here), so no plan can scan a whole workspace for a few ids."""
+    columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state)
+    rows: list[Any] = []
+    for start in range(0, len(mark_ids), 500):  # bounded IN lists
+        chunk = mark_ids[start : start + 500]
+        rows += connection.execute(select(*columns).where(marks.c.id.in_(chunk))).all()
+    kept = [
+        tuple(row)[: len(_SCORING_COLUMNS)]
+        for row in rows
+        if row.workspace_id == workspace
+        and row.state in states
+        and (reinforced_since is None or row.last_reinforced_at >= reinforced_since)
+    ]
+    return _scored(connection, kept, now)
+
+
+def _scored(connection: Connection, rows: Sequence[Any], now: datetime) -> list[Scored]:
+    """Strength at ``now`` of rows holding the ``_SCORING_COLUMNS``."""
     boosts = {
         mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
         for mark_id, found in reinforcements_of(
-            connection, [row.id for row in rows if row.reinforcement_count]
+            connection,
+            [row[0] for row in rows if row[5]],  # id, if reinforcement_count
         ).items()
     }
     scored = []
