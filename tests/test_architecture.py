@@ -41,8 +41,17 @@ ALLOWED: dict[str, set[str]] = {
     | {"receptors", "rhythms"},
     "daemon.cli": SERVICES
     | {"daemon", "daemon.cli", "daemon.process", "daemon.api.server", "daemon.logs"}
-    | {"daemon.loom.door"}
+    | {"daemon.loom.door", "daemon.client", "daemon.mcp_server", "daemon.service_files"}
     | {"rhythms"},
+    # The public client: what it sends is checked with the core's rules; config finds the
+    # socket. Nothing of the daemon's inside.
+    "daemon.client": CORE | {"daemon.client", "daemon.config"},
+    # The MCP server reaches the daemon through the client only; its tools' input schemas
+    # are the receptors' payload contracts.
+    "daemon.mcp_server": CORE
+    | {"daemon", "daemon.client", "daemon.services.context", "daemon.services.recall"}
+    | {"receptors.daily_note", "receptors.observation", "receptors.seeds"},
+    "daemon.service_files": set(),
     "daemon.logs": set(),
     "daemon.testing": set(),  # the daemon as a subprocess: nothing of ours imported
     "daemon.sdnotify": set(),

@@ -172,7 +172,7 @@ def test_free_text_finds_substrate_and_daily_by_words(memory: Layers) -> None:
         ({"horizon": "2026-04-01T10:00:00"}, "horizon"),
         ({"min_strength": 2}, "min_strength"),
         ({"limit": 0}, "limit"),
-        ({"about": ""}, "about"),
+        ({"about": "x" * 1025}, "about"),
     ],
 )
 def test_bad_queries_name_the_field(fields: dict[str, Any], bad: str) -> None:

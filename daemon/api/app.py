@@ -1,7 +1,7 @@
-"""The HTTP API (FastAPI): one router per resource (signals, recall, seeds, health), and the
-error handlers that give every failure the right status and names the field: 422 bad input,
-413 too large, 404 unknown, 409 conflict, 503 when the store cannot take a write (nothing
-was stored)."""
+"""The HTTP API (FastAPI): one router per resource (signals, recall, context, seeds, health,
+and Loom's pages), and the error handlers that give every failure the right status and name
+the field: 422 bad input, 413 too large, 404 unknown, 409 conflict, 503 when the store
+cannot take a write (nothing was stored)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
-from daemon.api import health, recall, seeds, signals
+from daemon.api import context, health, recall, seeds, signals
 from daemon.api.deps import Problem, Services
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
@@ -38,7 +38,7 @@ def create_app(services: Services) -> FastAPI:
         redoc_url=None,
     )
     app.state.services = services
-    for module in (signals, recall, seeds, health):
+    for module in (signals, recall, context, seeds, health):
         app.include_router(module.router)
     app.include_router(loom_router(services))
 

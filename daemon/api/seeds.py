@@ -3,6 +3,7 @@ log stays the audit trail)."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from daemon.api.deps import Problem, Running, Services, settle
 from daemon.core.clock import iso
 from daemon.core.records import Seed
 from daemon.services.review import ReviewRefused, reviewable
+from daemon.store import Store
 
 router = APIRouter(prefix="/v1/seeds", tags=["seeds"])
 
@@ -23,6 +25,13 @@ REVIEW_WAIT_SECONDS = 10.0
 class Review(BaseModel):
     decision: Literal["accepted", "rejected"]
     reviewer: str = Field(min_length=1, max_length=128)
+    # A retry with the same key answers with the review already made instead of 409.
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+
+def review_signal_id(idempotency_key: str) -> str:
+    """32 hex digits, like a generated id, derived from the key: a repeat is known by id."""
+    return hashlib.sha256(f"review:{idempotency_key}".encode()).hexdigest()[:32]
 
 
 def seed_json(seed: Seed) -> dict[str, Any]:
@@ -46,9 +55,15 @@ async def review_seed(seed_id: str, review: Review, services: Running) -> JSONRe
 
 async def _review(seed_id: str, review: Review, services: Services) -> JSONResponse:
     store, workspace = services.bus.store, services.layers.workspace
+    key = review.idempotency_key
+    signal_id = review_signal_id(key) if key else None
     try:
         await store.read(lambda tx: reviewable(tx, workspace, seed_id))
     except ReviewRefused as exc:
+        if exc.status == 409 and signal_id and await _stored(store, signal_id):
+            seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
+            assert seed is not None
+            return JSONResponse(seed_json(seed) | {"signal_id": signal_id})
         raise Problem(exc.status, str(exc)) from None
     stored = await services.bus.emit_raw(
         {
@@ -56,8 +71,13 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
             "source_id": "review",
             "source_layer": "human",
             "workspace_id": workspace,
-            "payload": {"seed_id": seed_id, **review.model_dump()},
+            "payload": {
+                "seed_id": seed_id,
+                "decision": review.decision,
+                "reviewer": review.reviewer,
+            },
         }
+        | ({"id": signal_id, "idempotency_key": key} if key else {})
     )
     status = await settle(services, stored.id, REVIEW_WAIT_SECONDS)
     if status.get("seeds") == "dead":
@@ -68,3 +88,7 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
     assert seed is not None
     code = 200 if seed.state != "pending" else 202
     return JSONResponse(seed_json(seed) | {"signal_id": stored.id}, status_code=code)
+
+
+async def _stored(store: Store, signal_id: str) -> bool:
+    return await store.read(lambda tx: tx.signals.get(signal_id)) is not None

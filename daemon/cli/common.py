@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from daemon.store import Store
 
 # Besides 0 (ok). Click's own usage errors exit 2 as well, like BadInput.
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 1, 2, 3
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE, EXIT_OUTCOME_UNKNOWN = 1, 2, 3, 4
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +60,20 @@ class Number(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class OutcomeUnknownFailure(Failure):
+    """A write was sent but no answer came: it may be stored."""
+
+    exit_code = EXIT_OUTCOME_UNKNOWN
+
+
+def idempotency_option(func: F) -> F:
+    return click.option(
+        "--idempotency-key",
+        help="Store this write at most once per key (default: a fresh key, printed if the "
+        "outcome is unknown); re-run with the printed key to be safe.",
+    )(func)
 
 
 def config_option(func: F) -> F:

@@ -43,9 +43,10 @@ def loom(print_url: bool, port: int, idle_minutes: float, config_path: Path | No
     """
     import anyio
 
-    from daemon.cli.client import Ingress
+    from daemon.cli.client import daemon
     from daemon.loom.door import serve_door
 
     config = load(config_path)
-    Ingress(config.ingress.socket).health()  # exit 3 now rather than a 502 in the browser
+    with daemon(config, "loom") as client:
+        client.health()  # exit 3 now rather than a 502 in the browser
     anyio.run(serve_door, config.ingress.socket, port, idle_minutes * 60, not print_url)
