@@ -1,21 +1,31 @@
 """``memory.consolidate`` → the day's log becomes marks, the file is archived, and marks
 that have faded wither.
 
-Every step can be repeated after a crash without duplicating anything: mark ids are derived
-from the day, the lines and the subject; archiving is itself resumable (see
-:meth:`DailyLog.archive`); the wither sweep is idempotent. Evidence line numbers are the
-lines' final positions in the archive (offset by what the archive already held), so a
-mark's evidence always points at an existing line.
+The payload names one ``date`` (default: yesterday in the configured zone), or ``through``
+a date: every day up to it that still has a live file or an unmerged claim. The nightly
+rhythm sends ``through: yesterday``, so late lines for a day archived earlier, which start
+a new live file, are consolidated by the next night's run.
+
+Each day is claimed first (see :meth:`DailyLog.claim`): the marks come from exactly the
+lines claimed, and a line appended meanwhile waits in the next live file, never archived
+unread. Every step can be repeated after a crash without duplicating anything: a claim left
+behind is found again with the same lines at the same positions; mark ids are derived from
+the day, the lines and the subject; merging is resumable; the wither sweep is idempotent.
+Evidence line numbers are the lines' final positions in the archive (offset by what the
+archive already held), so a mark's evidence always points at an existing line.
 """
 
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 import anyio.to_thread
 import structlog
+from pydantic import model_validator
+from sqlalchemy import Connection
 
 from daemon.bus import DeliveryContext, Receptor
 from daemon.core.records import Mark
@@ -32,11 +42,22 @@ log = structlog.get_logger("cambium.consolidation")
 
 class Consolidate(Payload):
     date: Day | None = None
+    through: Day | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_name_days(self) -> Consolidate:
+        if self.date is not None and self.through is not None:
+            raise ValueError("give date (one day) or through (every day up to it), not both")
+        return self
 
 
 def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
     """Yesterday, in the consolidation time zone, as seen when the signal was emitted."""
     return emitted_at.astimezone(zone).date() - timedelta(days=1)
+
+
+def _insert_marks(marks: list[Mark], connection: Connection) -> None:
+    mark_store.insert_marks(connection, marks)
 
 
 class ConsolidationReceptor(Receptor):
@@ -60,23 +81,33 @@ class ConsolidationReceptor(Receptor):
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         payload = parse_payload(Consolidate, signal.payload)
-        day = payload.date or default_day(signal.emitted_at, self.zone)
-        lines = await anyio.to_thread.run_sync(self.daily.read, day)
-        if lines is not None:
-            offset = await anyio.to_thread.run_sync(self.daily.archived_line_count, day)
-            extractions = await self.extractor.extract(day, lines)
-            marks = [m for e in extractions if (m := self._mark(signal, day, offset, e))]
-            # Durable before the file moves: the marks are the day's memory from now on.
-            await self.store.write(lambda connection: mark_store.insert_marks(connection, marks))
-            log.info("consolidated", day=day.isoformat(), lines=len(lines), marks=len(marks))
-        # Also when the live file is gone: this finishes an archive a crash interrupted.
-        await anyio.to_thread.run_sync(self.daily.archive, day)
+        if payload.through is not None:
+            days = await anyio.to_thread.run_sync(self.daily.unconsolidated_days, payload.through)
+        else:
+            days = [payload.date or default_day(signal.emitted_at, self.zone)]
+        for day in days:
+            await self._consolidate(signal, day)
         workspace = signal.workspace_id or "default"
         withered = await delivery.commit(
             lambda connection: mark_store.wither_sweep(connection, workspace, delivery.now())
         )
         if withered:
             log.info("withered", marks=len(withered))
+
+    async def _consolidate(self, signal: Signal, day: date) -> None:
+        """Claim, extract, store the marks, merge; once more if the first claim was one an
+        interrupted run left (the live file may have grown since)."""
+        # Also without a claim: this finishes a merge a crash interrupted.
+        await anyio.to_thread.run_sync(self.daily.merge, day)
+        while (claim := await anyio.to_thread.run_sync(self.daily.claim, day)) is not None:
+            extractions = await self.extractor.extract(day, claim.lines)
+            marks = [m for e in extractions if (m := self._mark(signal, day, claim.offset, e))]
+            # Durable before the lines move: the marks are the day's memory from now on.
+            await self.store.write(partial(_insert_marks, marks))
+            log.info("consolidated", day=day.isoformat(), lines=len(claim.lines), marks=len(marks))
+            await anyio.to_thread.run_sync(self.daily.merge, day)
+            if not claim.leftover:
+                return
 
     def _mark(self, signal: Signal, day: date, offset: int, found: Extraction) -> Mark | None:
         subject = normalize_subject(found.subject)

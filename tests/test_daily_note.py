@@ -23,11 +23,12 @@ class CrashAfterAppend(DailyLog):
 
     crashed = False
 
-    def append(self, day: date, line: str) -> None:
-        super().append(day, line)
+    def append(self, day: date, line: str, *, unless_after: int | None = None) -> bool:
+        appended = super().append(day, line, unless_after=unless_after)
         if not self.crashed:
             self.crashed = True
             raise OSError("killed after the append")
+        return appended
 
 
 def note(payload: dict[str, Any], **fields: Any) -> Any:
