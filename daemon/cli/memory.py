@@ -17,9 +17,11 @@ from daemon.cli.common import (
     BadInput,
     config_option,
     day_option,
+    files_only_store,
     json_option,
     load,
     login_name,
+    missing_database,
     print_json,
     reading_store,
     remember_config,
@@ -114,8 +116,16 @@ def recall(
     except ValidationError as exc:
         raise BadInput("; ".join(_option_error(e) for e in exc.errors())) from None
     config = load(config_path)
-    with reading_store(config) as store:
-        result = run_recall(query, open_memory(config, store), utcnow())
+    if missing_database(config) is None:
+        with reading_store(config) as store:
+            result = run_recall(query, open_memory(config, store), utcnow())
+    else:
+        # Before the first start there are no marks yet: the files answer on their own.
+        without_marks = tuple(layer for layer in query.layers if layer != "marks")
+        with files_only_store() as store:
+            memory = open_memory(config, store)
+            files = query.model_copy(update={"layers": without_marks})
+            result = run_recall(files, memory, utcnow())
     if as_json:
         print_json(result.to_json())
         return
