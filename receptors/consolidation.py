@@ -96,9 +96,9 @@ class ConsolidationReceptor(Receptor):
 
     async def _consolidate(self, signal: Signal, day: date) -> None:
         """Claim, extract, store the marks, merge; once more if the first claim was one an
-        interrupted run left (the live file may have grown since)."""
-        # Also without a claim: this finishes a merge a crash interrupted.
-        await anyio.to_thread.run_sync(self.daily.merge, day)
+        interrupted run left (the live file may have grown since). A leftover claim is
+        always extracted again before it is merged: the crash may have come before its
+        marks were stored (their ids make a repeat harmless)."""
         while (claim := await anyio.to_thread.run_sync(self.daily.claim, day)) is not None:
             extractions = await self.extractor.extract(day, claim.lines)
             marks = [m for e in extractions if (m := self._mark(signal, day, claim.offset, e))]
