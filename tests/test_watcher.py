@@ -15,7 +15,7 @@ PATIENCE = 30.0  # seconds to wait for the watcher to notice (a bound, not a tim
 
 async def eventually_found(substrate: Substrate, path: Path) -> bool:
     with anyio.move_on_after(PATIENCE):
-        while path not in substrate.files():
+        while path not in substrate.files():  # noqa: ASYNC110 (no event says the cache is fresh)
             await anyio.sleep(0.05)
         return True
     return False
