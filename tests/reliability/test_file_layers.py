@@ -220,7 +220,7 @@ def kill_during_merges(home: DaemonHome, notes: int, kills: int) -> None:
 def test_sigkill_during_archive_merges_with_notes_in_flight_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
-    kill_during_merges(DaemonHome(tmp_path), notes=300, kills=3)
+    kill_during_merges(DaemonHome(tmp_path), notes=300, kills=2)
 
 
 @pytest.mark.slow
