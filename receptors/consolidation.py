@@ -32,6 +32,7 @@ from daemon.core.records import Mark
 from daemon.core.signal import Signal
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
+from daemon.files.fs import RefusedFile
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from receptors.common import Day, Payload, derived_id, parse_payload
@@ -85,8 +86,19 @@ class ConsolidationReceptor(Receptor):
             days = await anyio.to_thread.run_sync(self.daily.unconsolidated_days, payload.through)
         else:
             days = [payload.date or default_day(signal.emitted_at, self.zone)]
+        refused: list[RefusedFile] = []
         for day in days:
-            await self._consolidate(signal, day)
+            try:
+                await self._consolidate(signal, day)
+            except RefusedFile as exc:
+                if len(days) == 1:
+                    raise
+                # One planted symlink must not stop every other day's consolidation; the
+                # delivery still fails below, so the refusal stays visible.
+                log.error("day not consolidated", day=day.isoformat(), error=str(exc))
+                refused.append(exc)
+        if refused:
+            raise RefusedFile(0, f"{len(refused)} day(s) refused; first: {refused[0]}")
         workspace = signal.workspace_id or "default"
         withered = await delivery.commit(
             lambda connection: mark_store.wither_sweep(connection, workspace, delivery.now())

@@ -284,3 +284,23 @@ async def test_a_claim_left_by_a_crash_is_consolidated_again_without_duplicates(
     assert len(all_marks(store)) == 4
     assert daily.read(DAY, archived=True) == [*LOG, "OBS subject=user.after a line after the claim"]
     assert daily.read(DAY) is None
+
+
+@pytest.mark.asyncio
+async def test_a_refused_day_does_not_stop_the_sweep_but_fails_visibly(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = DailyLog(tmp_path / "daily")
+    outside = tmp_path / "SOUL.md"
+    outside.write_text("# Soul\n")
+    (tmp_path / "daily").mkdir()
+    (tmp_path / "daily" / "archive").mkdir()
+    (tmp_path / "daily" / "archive" / ".2026-04-09.md.incoming").symlink_to(outside)
+    write_day(tmp_path / "daily", DAY, LOG)
+    async with SignalBus(store, [receptor(store, daily)], retry=FAST_RETRY, clock=clock) as bus:
+        signal = consolidate({"through": "2026-04-11"})
+        assert await emit_and_settle(bus, signal) == {"consolidation": "dead"}
+    assert len(all_marks(store)) == 3, "the other day was consolidated"
+    error = last_error(store, signal.id)
+    assert error is not None and "refused" in error
+    assert outside.read_text() == "# Soul\n"
