@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Everything but the tests that start `cambium` as a subprocess: the inner loop.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not subprocess" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from daemon.files.daily import DailyLog, parse_day
+from daemon.core.days import parse_day
+from daemon.files.daily import DailyLog
 from daemon.files.text import K1, B, terms
 
 REPOSITORY = Path(__file__).resolve().parent.parent

@@ -30,9 +30,8 @@ from daemon.core.records import Mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Memory, RecallQuery, RecallResult, recall
-from daemon.store import Store
-from daemon.store import marks as mark_store
+from daemon.services.recall import Layers, RecallQuery, RecallResult, recall
+from daemon.store import Store, Tx
 from daemon.store.migrate import upgrade
 
 MARKS = 100_000
@@ -49,6 +48,10 @@ RAW_PREFIX_QUERY = (
     "SELECT * FROM memory_marks WHERE workspace_id = ? AND subject LIKE ? ESCAPE '\\' "
     "AND (subject = ? OR subject LIKE ? ESCAPE '\\') AND state IN ('active', 'promoted')"
 )
+
+
+def _insert_marks(marks: list[Mark], tx: Tx) -> None:
+    tx.marks.insert(marks)
 
 
 def subject(n: int) -> str:
@@ -109,7 +112,7 @@ def make_marks(rng: random.Random) -> list[Mark]:
                     "signal_ids": [f"sig{n}"],
                 },
                 initial_strength=0.7,
-                decay_rate=14.0,
+                half_life_days=14.0,
                 observed_by="bench",
                 first_observed_at=observed,
                 last_reinforced_at=observed,
@@ -136,16 +139,16 @@ def timed(
     return samples
 
 
-def build(root: Path, rng: random.Random) -> Memory:
+def build(root: Path, rng: random.Random) -> Layers:
     """The store, filled in big batches straight through the store API, and the files."""
     url = f"sqlite:///{root / 'recall.db'}"
     upgrade(url)
     store = Store(url)
     marks = make_marks(rng)
     for start in range(0, MARKS, BATCH):
-        store.write_now(partial(mark_store.insert_marks, new=marks[start : start + BATCH]))
+        store.write_sync(partial(_insert_marks, marks[start : start + BATCH]))
     substrate, daily = write_files(root, Words(rng))
-    return Memory(
+    return Layers(
         store=store,
         substrate=Substrate([substrate]),
         daily=DailyLog(daily),

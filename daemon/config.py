@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import stat
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 import platformdirs
@@ -24,13 +26,16 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from daemon.core.clock import TimeZoneName
+from daemon.core.errors import describe, field_errors
 from daemon.core.signal import NAME_PATTERN
 
+if TYPE_CHECKING:
+    from rhythms.template import RhythmTemplate
+
 APP = "cambium"
+_STORE_URL = re.compile(r"^(sqlite|postgresql)(\+[a-z0-9_]+)?://")
 CONFIG_ENV = "CAMBIUM_CONFIG"
 
 
@@ -64,11 +69,8 @@ class StoreConfig(_Section):
     def _supported_database(cls, value: str) -> str:
         if not value:
             return value
-        try:
-            backend = make_url(value).get_backend_name()
-        except ArgumentError:
-            backend = None
-        if backend not in ("sqlite", "postgresql"):
+        # A pattern, not SQLAlchemy's URL parser: importing config stays light for the CLI.
+        if not _STORE_URL.match(value):
             raise ValueError("must be a sqlite:///PATH or postgresql+psycopg://USER@HOST/DB URL")
         return value
 
@@ -101,6 +103,26 @@ class IngressConfig(_Section):
         if self.tcp is not None and self.token_file is None:
             raise ValueError("token_file is required when tcp is set (TCP always needs a token)")
         return self
+
+    def read_token(self) -> str | None:
+        """The bearer token for TCP, from ``token_file``: it must be private to the user (like
+        an ssh key, a token others can read is refused) and at least 16 characters."""
+        if self.token_file is None:
+            return None
+        path = self.token_file
+        try:
+            mode = path.stat().st_mode
+            token = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"ingress.token_file: cannot read {path}: {exc.strerror}") from None
+        if mode & 0o077:
+            raise ConfigError(
+                f"ingress.token_file: {path} is readable by other users (mode "
+                f"{stat.S_IMODE(mode):04o}); run `chmod 600 {path}`"
+            )
+        if len(token) < 16:
+            raise ConfigError("ingress.token_file: the token must be at least 16 characters")
+        return token
 
     @property
     def tcp_address(self) -> tuple[str, int] | None:
@@ -160,6 +182,22 @@ class Config(_Section):
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    def rhythm_templates(self) -> list[RhythmTemplate]:
+        """The bundled rhythms and the configured templates, read and checked (names unique)."""
+        from rhythms.template import RhythmTemplateError, bundled_templates, load_template
+
+        try:
+            templates = bundled_templates(self.timezone) + [
+                load_template(path, self.timezone) for path in self.rhythms.templates
+            ]
+        except RhythmTemplateError as exc:
+            raise ConfigError(f"rhythms.templates: {exc}") from None
+        names = [t.name for t in templates]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"rhythms.templates: rhythm names must be unique: {duplicates}")
+        return templates
+
 
 def find_config_file(explicit: Path | None) -> Path | None:
     if explicit is not None:
@@ -190,15 +228,9 @@ def parse_config(raw: dict[str, Any], source: Path | None = None) -> Config:
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False):
-            key = ".".join(str(part) for part in error["loc"])
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "extra_forbidden":
-                message = "unknown key"
-            problems.append(f"{key}: {message}")
         where = f"{source}: " if source else ""
-        raise ConfigError(where + "; ".join(problems)) from None
+        problems = describe(field_errors(exc.errors())).replace("unknown field", "unknown key")
+        raise ConfigError(where + problems) from None
     base = source.parent if source else data_dir()
     return _resolve(config, base=base, source=source)
 

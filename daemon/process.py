@@ -12,14 +12,14 @@ from __future__ import annotations
 import signal
 import socket
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 import anyio
 import structlog
 import uvicorn
 
 from daemon import __version__
-from daemon.api.app import Services, create_app
+from daemon.api.app import create_app
+from daemon.api.deps import Services
 from daemon.api.guards import BodyLimit, RequireToken
 from daemon.api.server import bind_tcp, bind_unix, make_server
 from daemon.bus import Receptor, RetryPolicy, SignalBus
@@ -27,56 +27,38 @@ from daemon.config import Config, ConfigError
 from daemon.core.clock import Clock, utcnow
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
-from daemon.services.recall import Memory
+from daemon.services.recall import Layers
 from daemon.store import Store
+from daemon.store.engine import check_sqlite_file
+from daemon.store.lock import StoreLock
 from daemon.store.migrate import upgrade_in_child_process
 from receptors import build_receptors
 from rhythms.scheduler import RhythmScheduler
-from rhythms.template import RhythmTemplate, RhythmTemplateError, bundled_templates, load_template
+from rhythms.template import RhythmTemplate
 
 log = structlog.get_logger("cambium.daemon")
 
 
-def load_rhythms(config: Config) -> list[RhythmTemplate]:
-    try:
-        templates = bundled_templates(config.timezone) + [
-            load_template(path, config.timezone) for path in config.rhythms.templates
-        ]
-    except RhythmTemplateError as exc:
-        raise ConfigError(f"rhythms.templates: {exc}") from None
-    names = [t.name for t in templates]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ConfigError(f"rhythms.templates: rhythm names must be unique: {duplicates}")
-    return templates
-
-
-def read_token(path: Path) -> str:
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ConfigError(f"ingress.token_file: cannot read {path}: {exc.strerror}") from None
-    if len(token) < 16:
-        raise ConfigError("ingress.token_file: the token must be at least 16 characters")
-    return token
-
-
 async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     """Run until SIGTERM or SIGINT. Raises ConfigError before anything is touched."""
-    rhythm_templates = load_rhythms(config)
-    token = read_token(config.ingress.token_file) if config.ingress.token_file else None
+    rhythm_templates = config.rhythm_templates()
+    token = config.ingress.read_token()
     store = Store(config.store.url)
-    memory = Memory.from_config(config, store)
+    memory = Layers.from_config(config, store)
     try:
         receptors = build_receptors(config, store, memory.daily)
     except ValueError as exc:
         raise ConfigError(f"consolidation.extractor: {exc}") from None
 
-    sockets = [bind_unix(config.ingress.socket)]
+    lock = StoreLock(config.store.url)
+    lock.acquire()  # before anything is written: one daemon per store
+    sockets = []
     try:
+        sockets.append(bind_unix(config.ingress.socket))
         tcp = config.ingress.tcp_address
         if tcp is not None:
             sockets.append(bind_tcp(*tcp))
+        check_sqlite_file(config.store.url)
         await upgrade_in_child_process(config.store.url)
         store.start()
         try:
@@ -86,13 +68,15 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     finally:
         for sock in sockets:
             sock.close()
-        config.ingress.socket.unlink(missing_ok=True)
+        if sockets:
+            config.ingress.socket.unlink(missing_ok=True)
+        lock.release()
 
 
 async def _serve(
     config: Config,
     store: Store,
-    memory: Memory,
+    memory: Layers,
     receptors: list[Receptor],
     templates: list[RhythmTemplate],
     sockets: list[socket.socket],
@@ -111,7 +95,7 @@ async def _serve(
         await stack.enter_async_context(bus)
         scheduler = RhythmScheduler(templates, bus.emit, store, clock=clock)
         services = Services(
-            bus=bus, memory=memory, clock=clock, next_fires=lambda: scheduler.rhythms
+            bus=bus, layers=memory, clock=clock, next_fires=lambda: scheduler.rhythms
         )
         app = BodyLimit(create_app(services), config.ingress.max_request_bytes)
         servers: list[uvicorn.Server] = []
@@ -166,9 +150,9 @@ async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: a
 
 
 async def _watchdog(store: Store, interval: float) -> None:
-    """Ping systemd while the event loop runs and the store writer is alive; stop pinging
-    (so systemd restarts us) when the writer thread has died."""
-    while store.writer.alive:
+    """Ping systemd while the event loop runs and the store can be written; stop pinging (so
+    systemd restarts us) when the writer thread has died or the database file is gone."""
+    while store.writer_alive and not store.lost:
         notify("WATCHDOG=1")
         await anyio.sleep(interval)
-    log.error("store writer stopped; no more watchdog pings")
+    log.error("the store cannot be written; no more watchdog pings")

@@ -1,4 +1,5 @@
-"""Receptors: what the bus delivers signals to. One module per receptor.
+"""Receptors: what the bus delivers signals to. One module per receptor. May import
+services and everything below them; never the API, the CLI or the process.
 
 | signal type                                   | receptor (key)                |
 |-----------------------------------------------|-------------------------------|

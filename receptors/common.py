@@ -6,7 +6,6 @@ Payloads are checked here before anything is written; a violation becomes a
 
 from __future__ import annotations
 
-import hashlib
 from datetime import date
 from typing import Annotated, Any, TypeVar
 
@@ -21,9 +20,9 @@ from pydantic import (
 )
 
 from daemon.bus import PayloadError
-from daemon.core.signal import field_errors
+from daemon.core.days import InvalidDay, parse_day
+from daemon.core.errors import field_errors
 from daemon.core.subjects import normalize_subject
-from daemon.files.daily import InvalidDay, parse_day
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -101,13 +100,7 @@ def parse_payload(model: type[M], payload: dict[str, Any]) -> M:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        errors = field_errors(exc)
+        errors = field_errors(exc.errors())
         first, rest = errors[0], errors[1:]
         more = f" (and {len(rest)} more: {', '.join(e.field for e in rest)})" if rest else ""
         raise PayloadError(first.field, first.message + more) from None
-
-
-def derived_id(kind: str, *parts: str) -> str:
-    """A stable id from what made a record, so redelivery finds it instead of duplicating."""
-    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
-    return f"{kind}_{digest}"

@@ -25,17 +25,16 @@ from zoneinfo import ZoneInfo
 import anyio.to_thread
 import structlog
 from pydantic import model_validator
-from sqlalchemy import Connection
 
 from daemon.bus import DeliveryContext, Receptor
-from daemon.core.records import Mark
+from daemon.core.records import Mark, derived_id
 from daemon.core.signal import Signal
+from daemon.core.strength import withers
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
 from daemon.files.fs import RefusedFile
-from daemon.store import Store
-from daemon.store import marks as mark_store
-from receptors.common import Day, Payload, derived_id, parse_payload
+from daemon.store import Store, Tx
+from receptors.common import Day, Payload, parse_payload
 from receptors.extractors import Extraction, Extractor
 
 log = structlog.get_logger("cambium.consolidation")
@@ -55,10 +54,6 @@ class Consolidate(Payload):
 def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
     """Yesterday, in the consolidation time zone, as seen when the signal was emitted."""
     return emitted_at.astimezone(zone).date() - timedelta(days=1)
-
-
-def _insert_marks(marks: list[Mark], connection: Connection) -> None:
-    mark_store.insert_marks(connection, marks)
 
 
 class ConsolidationReceptor(Receptor):
@@ -99,9 +94,8 @@ class ConsolidationReceptor(Receptor):
                 refused.append(exc)
         if refused:
             raise RefusedFile(0, f"{len(refused)} day(s) refused; first: {refused[0]}")
-        workspace = signal.workspace_id or "default"
         withered = await delivery.commit(
-            lambda connection: mark_store.wither_sweep(connection, workspace, delivery.now())
+            lambda tx: wither_sweep(tx, signal.workspace_id, delivery.now())
         )
         if withered:
             log.info("withered", marks=len(withered))
@@ -128,15 +122,15 @@ class ConsolidationReceptor(Receptor):
             log.warning("extraction skipped", day=day.isoformat(), extraction=repr(found))
             return None
         line_range = [start + offset, end + offset]
-        return Mark(
+        return Mark.observed(
+            signal,
             id=derived_id(
                 "mk",
-                signal.workspace_id or "default",
+                signal.workspace_id,
                 day.isoformat(),
                 f"{line_range[0]}-{line_range[1]}",
                 subject,
             ),
-            workspace_id=signal.workspace_id or "default",
             subject=subject,
             observation=found.observation.strip(),
             evidence={
@@ -144,15 +138,20 @@ class ConsolidationReceptor(Receptor):
                 "line_range": line_range,
                 "signal_ids": [signal.id],
             },
-            initial_strength=min(1.0, max(0.0, found.initial_strength)),
-            decay_rate=self.decay_days,
-            observed_by=signal.source_id,
-            first_observed_at=signal.emitted_at,
-            last_reinforced_at=signal.emitted_at,
-            reinforcement_count=0,
-            affinity=list(found.affinity),
-            substrate_refs=list(found.substrate_refs),
-            state="active",
-            created_at=signal.emitted_at,
-            updated_at=signal.emitted_at,
+            initial_strength=found.initial_strength,
+            half_life_days=self.decay_days,
+            affinity=found.affinity,
+            substrate_refs=found.substrate_refs,
         )
+
+
+def _insert_marks(marks: list[Mark], tx: Tx) -> None:
+    tx.marks.insert(marks)
+
+
+def wither_sweep(tx: Tx, workspace: str, now: datetime) -> list[str]:
+    """Active marks whose current strength fell below the threshold become withered."""
+    scored = tx.marks.score(workspace, "", ("active",), now)
+    fading = [s.mark_id for s in scored if withers(s.value)]
+    tx.marks.set_state(fading, "withered", now)
+    return fading

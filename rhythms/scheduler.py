@@ -22,27 +22,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
-from sqlalchemy import insert, select
-from sqlalchemy.engine import Connection
 
 from daemon.core.clock import Clock, iso, utcnow
 from daemon.core.signal import Signal
 from daemon.store import Store
 from daemon.store.signal_log import Stored
-from daemon.store.tables import RhythmStateTable
 from rhythms.template import RhythmTemplate, latest_slot, next_slot
 
 Emit = Callable[[Signal], Awaitable[Stored]]
 
 log = structlog.get_logger("cambium.rhythms")
-
-rhythm_state = RhythmStateTable.__table__  # type: ignore[attr-defined]
 
 
 class RhythmScheduler:
@@ -87,9 +81,8 @@ class RhythmScheduler:
         if self._scheduler is not None:
             raise RuntimeError("the rhythm scheduler is already running")
         now = self.clock()
-        first_scheduled = await self.store.write(
-            partial(record_first_scheduled, names=list(self.templates), now=now)
-        )
+        names = list(self.templates)
+        first_scheduled = await self.store.write(lambda tx: tx.rhythms.first_scheduled(names, now))
         self._scheduler = AsyncIOScheduler(
             timezone=UTC,
             job_defaults={"misfire_grace_time": None, "coalesce": True, "max_instances": 1},
@@ -170,23 +163,3 @@ class RhythmScheduler:
             signal_id=stored.id,
             duplicate=stored.duplicate,
         )
-
-
-def record_first_scheduled(
-    connection: Connection, names: list[str], now: datetime
-) -> dict[str, datetime]:
-    """Each rhythm's ``first_scheduled_at``; rhythms never scheduled before get ``now``."""
-    known = {
-        row.name: row.first_scheduled_at
-        for row in connection.execute(
-            select(rhythm_state.c.name, rhythm_state.c.first_scheduled_at).where(
-                rhythm_state.c.name.in_(names)
-            )
-        )
-    }
-    new = [name for name in names if name not in known]
-    if new:
-        connection.execute(
-            insert(rhythm_state), [{"name": name, "first_scheduled_at": now} for name in new]
-        )
-    return known | dict.fromkeys(new, now)

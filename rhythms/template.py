@@ -56,7 +56,8 @@ from pydantic import (
 )
 
 from daemon.core.clock import TimeZoneName, iso, to_utc
-from daemon.core.signal import SIGNAL_TYPE_PATTERN, Signal, SignalRejected, field_errors
+from daemon.core.errors import describe, field_errors
+from daemon.core.signal import SIGNAL_TYPE_PATTERN, Signal, SignalRejected
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 
@@ -100,7 +101,7 @@ class RhythmSignal(BaseModel):
         try:
             self.build(_render(self.payload, _PROBE_INSTANT.date()), source_id="rhythm:probe")
         except SignalRejected as exc:
-            raise ValueError("; ".join(f"{e.field}: {e.message}" for e in exc.errors)) from None
+            raise ValueError(describe(exc.errors)) from None
         return self
 
     def build(
@@ -214,7 +215,7 @@ def load_template(path: Path, default_timezone: str) -> RhythmTemplate:
     try:
         return RhythmTemplate.model_validate({"timezone": default_timezone, **data})
     except ValidationError as exc:
-        problems = "; ".join(f"{e.field}: {e.message}" for e in field_errors(exc))
+        problems = describe(field_errors(exc.errors()))
         raise RhythmTemplateError(f"{path}: {problems}") from None
 
 

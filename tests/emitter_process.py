@@ -12,11 +12,10 @@ from typing import ClassVar
 
 import anyio
 from sqlalchemy import text
-from sqlalchemy.engine import Connection
 
 from daemon.bus import SignalBus, StoreReceptor
 from daemon.core.signal import Signal
-from daemon.store import Store
+from daemon.store import Store, Tx
 
 
 class Counter(StoreReceptor):
@@ -25,15 +24,15 @@ class Counter(StoreReceptor):
     key: ClassVar[str] = "counter"
     binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
 
-    def apply(self, connection: Connection, signal: Signal) -> None:
-        connection.execute(
+    def apply(self, tx: Tx, signal: Signal) -> None:
+        tx.connection.execute(
             text("INSERT INTO test_applied (signal_id) VALUES (:id)"), {"id": signal.id}
         )
 
 
 def create_applied_table(store: Store) -> None:
-    store.write_now(
-        lambda c: c.execute(
+    store.write_sync(
+        lambda tx: tx.connection.execute(
             text("CREATE TABLE IF NOT EXISTS test_applied (signal_id VARCHAR(128) NOT NULL)")
         )
     )
@@ -41,7 +40,9 @@ def create_applied_table(store: Store) -> None:
 
 def applied(store: Store) -> list[str]:
     return list(
-        store.read_now(lambda c: c.execute(text("SELECT signal_id FROM test_applied")).scalars())
+        store.read_sync(
+            lambda tx: tx.connection.execute(text("SELECT signal_id FROM test_applied")).scalars()
+        )
     )
 
 

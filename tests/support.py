@@ -10,7 +10,6 @@ import anyio
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.core.signal import Signal
 from daemon.store import Store
-from daemon.store.signal_log import get_signal
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
 T0 = datetime(2026, 4, 11, 10, 0, tzinfo=UTC)
@@ -35,7 +34,6 @@ async def emit_and_settle(bus: SignalBus, signal: Signal) -> dict[str, str]:
 
 
 def last_error(store: Store, signal_id: str) -> str | None:
-    found = store.read_now(lambda c: get_signal(c, signal_id))
+    found = store.read_sync(lambda tx: tx.signals.get(signal_id))
     assert found is not None
-    error: str | None = found["deliveries"][0]["last_error"]
-    return error
+    return found.deliveries[0].last_error

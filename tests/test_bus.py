@@ -12,7 +12,6 @@ import anyio
 import pytest
 from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import func, select
-from sqlalchemy.engine import Connection
 
 from daemon.bus import (
     DeliveryContext,
@@ -22,8 +21,7 @@ from daemon.bus import (
     SignalBus,
 )
 from daemon.core.signal import Signal, SignalRejected
-from daemon.store import Store
-from daemon.store.signal_log import get_signal, list_signals
+from daemon.store import Store, Tx
 from daemon.store.tables import SignalTable
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
@@ -49,7 +47,7 @@ class Recorder(Receptor):
         self.expected = 1
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
-        stored = await self.store.read(lambda c: get_signal(c, signal.id))
+        stored = await self.store.read(lambda tx: tx.signals.get(signal.id))
         self.found_in_store.append(stored is not None)
         self.seen.append(signal.payload["n"])
         if len(self.seen) >= self.expected:
@@ -75,6 +73,34 @@ async def wait_for(bus: SignalBus, signal_id: str) -> dict[str, str]:
         return await bus.settled(signal_id)
 
 
+class SaysNul(Receptor):
+    """Fails the first signal with an error text holding a NUL (as a payload quoted in an
+    error message would), then delivers the rest."""
+
+    key: ClassVar[str] = "says_nul"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        if signal.payload["n"] == 0:
+            raise RuntimeError("cannot use 'a\x00b'")
+
+
+@pytest.mark.asyncio
+async def test_an_error_text_with_nul_is_stored_and_never_stalls_the_receptor(
+    store: Store,
+) -> None:
+    # PostgreSQL refuses NUL in text: storing the raw error would fail, leaving the delivery
+    # pending for good and every later signal of the receptor behind it.
+    async with SignalBus(store, [SaysNul()], retry=FAST) as bus:
+        first = await bus.emit(signal(0))
+        second = await bus.emit(signal(1))
+        assert await wait_for(bus, first.id) == {"says_nul": "dead"}
+        assert await wait_for(bus, second.id) == {"says_nul": "delivered"}
+    stored = store.read_sync(lambda tx: tx.signals.get(first.id))
+    assert stored is not None
+    assert stored.deliveries[0].last_error == "cannot use 'a\\x00b'"
+
+
 @pytest.mark.asyncio
 async def test_receptor_finds_its_signal_already_stored(store: Store) -> None:
     recorder = Recorder(store)
@@ -95,7 +121,7 @@ async def test_fails_twice_then_delivered_on_attempt_three(store: Store) -> None
         stored = await bus.emit(signal())
         assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
     assert flaky.attempts == [1, 2, 3]
-    record = store.read_now(lambda c: get_signal(c, stored.id))
+    record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
     assert record is not None
     assert record["deliveries"][0]["attempts"] == 3
 
@@ -107,10 +133,10 @@ async def test_always_failing_goes_dead_then_manual_retry_delivers(store: Store)
         stored = await bus.emit(signal())
         assert await wait_for(bus, stored.id) == {"flaky": "dead"}
         assert flaky.attempts == [1, 2, 3]
-        record = store.read_now(lambda c: get_signal(c, stored.id))
+        record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
         assert record is not None
         assert record["deliveries"][0]["last_error"] == "transient failure 3"
-        dead = store.read_now(lambda c: list_signals(c, status="dead"))
+        dead = store.read_sync(lambda tx: [s.to_json() for s in tx.signals.listing(status="dead")])
         assert [s["id"] for s in dead] == [stored.id]
 
         flaky.failures = 0  # the fault is fixed
@@ -133,7 +159,7 @@ async def test_payload_error_is_dead_at_once(store: Store) -> None:
     async with SignalBus(store, [Strict()], retry=FAST) as bus:
         stored = await bus.emit(signal())
         assert await wait_for(bus, stored.id) == {"strict": "dead"}
-    record = store.read_now(lambda c: get_signal(c, stored.id))
+    record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
     assert record is not None
     assert record["deliveries"][0]["last_error"] == "payload.subject: must be a non-empty string"
     assert Strict.calls == 1
@@ -171,8 +197,8 @@ async def test_repeated_idempotency_key_stores_one_signal(store: Store) -> None:
         async with anyio.create_task_group() as tg:  # concurrent duplicates, one batch
             for n in range(5):
                 tg.start_soon(bus.emit, signal(n, idempotency_key="rhythm:x:2"))
-    count = store.read_now(
-        lambda c: c.execute(select(func.count()).select_from(SignalTable)).scalar()
+    count = store.read_sync(
+        lambda tx: tx.connection.execute(select(func.count()).select_from(SignalTable)).scalar()
     )
     assert count == 2
 
@@ -181,7 +207,9 @@ async def test_repeated_idempotency_key_stores_one_signal(store: Store) -> None:
 async def test_unbound_signal_is_stored_as_unrouted(store: Store) -> None:
     async with SignalBus(store, [Recorder(store)]) as bus:
         stored = await bus.emit(signal(type="nobody.listens"))
-    unrouted = store.read_now(lambda c: list_signals(c, status="unrouted"))
+    unrouted = store.read_sync(
+        lambda tx: [s.to_json() for s in tx.signals.listing(status="unrouted")]
+    )
     assert [s["id"] for s in unrouted] == [stored.id]
 
 
@@ -191,22 +219,22 @@ async def test_emit_raw_refuses_bad_input_and_stores_nothing(store: Store) -> No
         with pytest.raises(SignalRejected) as exc:
             await bus.emit_raw({"type": "test.ping"})
         assert [e.field for e in exc.value.errors] == ["source_id"]
-    assert store.read_now(lambda c: list_signals(c)) == []
+    assert store.read_sync(lambda tx: tx.signals.listing()) == []
 
 
 @pytest.mark.asyncio
 async def test_workspace_defaults_to_the_bus_workspace(store: Store) -> None:
     async with SignalBus(store, [], workspace="obadiah") as bus:
         stored = await bus.emit(signal())
-    record = store.read_now(lambda c: get_signal(c, stored.id))
+    record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
     assert record is not None and record["workspace_id"] == "obadiah"
 
 
 class PoisonAware(Counter):
-    def apply(self, connection: Connection, signal: Signal) -> None:
+    def apply(self, tx: Tx, signal: Signal) -> None:
         if signal.payload.get("poison"):
             raise PayloadError("poison", "refused")
-        super().apply(connection, signal)
+        super().apply(tx, signal)
 
 
 @pytest.mark.asyncio
@@ -226,11 +254,18 @@ async def test_store_receptor_applies_once_and_a_poisoned_signal_writes_nothing(
         for signal_id in ids:
             await wait_for(bus, signal_id)
         bad = [
-            i for i in ids if store.read_now(lambda c, i=i: get_signal(c, i))["payload"]["poison"]
+            i
+            for i in ids
+            if store.read_sync(lambda tx, i=i: tx.signals.get(i).to_json())["payload"]["poison"]
         ]  # type: ignore[index]
     rows = applied(store)
     assert sorted(rows) == sorted(set(ids) - set(bad))
-    assert store.read_now(lambda c: list_signals(c, status="dead"))[0]["id"] == bad[0]
+    assert (
+        store.read_sync(lambda tx: [s.to_json() for s in tx.signals.listing(status="dead")])[0][
+            "id"
+        ]
+        == bad[0]
+    )
 
 
 @pytest.mark.asyncio
@@ -287,6 +322,7 @@ async def test_emit_after_close_is_refused(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.subprocess
 async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
     store: Store, db_url: str
 ) -> None:
@@ -313,7 +349,9 @@ async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
             await bus.drained()
         assert bus.accepting
 
-    stored = set(store.read_now(lambda c: c.execute(select(SignalTable.id)).scalars()))
+    stored = set(
+        store.read_sync(lambda tx: tx.connection.execute(select(SignalTable.id)).scalars())
+    )
     rows = applied(store)
     assert set(acknowledged) <= stored, "every acknowledged signal is stored"
     assert set(acknowledged) <= set(rows), "every acknowledged signal is applied"

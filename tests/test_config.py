@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from daemon_process import CAMBIUM
 
 from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
+from daemon.testing import CAMBIUM
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,6 +150,7 @@ def test_daily_or_compost_overlapping_the_substrate_is_refused_naming_the_keys(
     assert "must not be, contain or lie inside" in str(exc.value)
 
 
+@pytest.mark.subprocess
 def test_cambium_run_refuses_an_overlapping_daily_directory_with_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "cambium.toml"
     config.write_text(
@@ -168,3 +170,20 @@ daily = "memory/daily"
     assert result.returncode == 2, result.stderr
     assert "paths.daily" in result.stderr and "paths.substrate[0]" in result.stderr
     assert not (tmp_path / "cambium.db").exists(), "refused before anything is touched"
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    token = write(tmp_path / "token", "s3cret-token-of-enough-length\n")
+    config = parse_config({"ingress": {"tcp": "127.0.0.1:8765", "token_file": str(token)}})
+    token.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"ingress.token_file: .* readable by other users"):
+        config.ingress.read_token()
+    token.chmod(0o600)
+    assert config.ingress.read_token() == "s3cret-token-of-enough-length"
+
+
+def test_importing_config_does_not_import_sqlalchemy() -> None:
+    # `cambium --help` and the write commands stay light: config is imported by all of them.
+    code = "import sys, daemon.config, daemon.cli.main; print('sqlalchemy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr

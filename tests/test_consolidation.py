@@ -16,9 +16,8 @@ from daemon.core.records import Mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Memory, RecallQuery, recall
+from daemon.services.recall import Layers, RecallQuery, recall
 from daemon.store import Store
-from daemon.store import marks as mark_store
 from receptors.consolidation import ConsolidationReceptor, default_day
 from receptors.extractors import MockExtractor
 from receptors.observation import ObservationReceptor
@@ -66,9 +65,7 @@ def receptor(store: Store, daily: DailyLog) -> ConsolidationReceptor:
 
 
 def all_marks(store: Store) -> list[Mark]:
-    found = store.read_now(
-        lambda c: mark_store.find_marks(c, "default", "", ("active", "withered"))
-    )
+    found = store.read_sync(lambda tx: tx.marks.find("default", "", ("active", "withered")))
     return sorted(found, key=lambda m: m.evidence.get("line_range", [0])[0])
 
 
@@ -97,11 +94,11 @@ async def test_three_obs_lines_become_three_marks_and_the_day_is_archived(
         "line_range": [2, 2],
         "signal_ids": [signal.id],
     }
-    assert marks[0].initial_strength == 0.7 and marks[0].decay_rate == 14
+    assert marks[0].initial_strength == 0.7 and marks[0].half_life_days == 14
     assert not (tmp_path / "daily" / "2026-04-11.md").exists()
     assert daily.read(DAY, archived=True) == LOG
 
-    memory = Memory(store, Substrate([]), daily, Compost(tmp_path / "compost"), "default", BERLIN)
+    memory = Layers(store, Substrate([]), daily, Compost(tmp_path / "compost"), "default", BERLIN)
     result = recall(RecallQuery(about="user.food"), memory, T0)
     assert [m.mark.subject for m in result.marks] == ["user.food.vegetables"]
     # The mark's own evidence line comes first (the other OBS lines match "user" as text).
@@ -177,7 +174,7 @@ async def test_the_wither_sweep_runs_after_consolidation(store: Store, tmp_path:
     old = make_mark("old", "user.old", workspace_id="default", initial_strength=0.3,
                     first_observed_at=T0 - timedelta(days=60))  # fmt: skip
     fresh = make_mark("fresh", "user.fresh", workspace_id="default", first_observed_at=T0)
-    store.write_now(lambda c: mark_store.insert_marks(c, [old, fresh]))
+    store.write_sync(lambda tx: tx.marks.insert([old, fresh]))
     async with SignalBus(store, [receptor(store, daily)], clock=clock) as bus:
         await emit_and_settle(bus, consolidate({"date": "2026-04-10"}))
     states = {m.id: m.state for m in all_marks(store)}

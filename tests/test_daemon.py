@@ -16,11 +16,13 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from daemon_process import DaemonHome, running
 from sqlalchemy import create_engine, insert, select
 
 from daemon.store.tables import RhythmStateTable, SignalTable
+from daemon.testing import DaemonHome, running
 from rhythms.template import bundled_templates, latest_slot
+
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 
 OBSERVATION = {
     "type": "memory.observation",
@@ -79,6 +81,7 @@ def test_socket_is_private_and_tcp_needs_the_token(home: DaemonHome, tmp_path: P
         port = probe.getsockname()[1]
     token = tmp_path / "token"
     token.write_text("s3cret-token-of-enough-length\n")
+    token.chmod(0o600)
     home.ingress_config = f'tcp = "127.0.0.1:{port}"\ntoken_file = "{token}"\n'
     home.write_config()
     with running(home):
@@ -177,7 +180,11 @@ def test_a_stale_socket_is_replaced_and_a_live_one_is_not_stolen(
     stale.close()
     with running(home):
         assert home.get("/v1/health").status_code == 200
-        second = home.cli("run", "--config", str(home.config))
+        # Another store, the same socket: the socket is what refuses it.
+        other = DaemonHome(tmp_path / "other", db_url=f"sqlite:///{tmp_path / 'other.db'}")
+        config = other.config.read_text().replace("run/cambium.sock", str(home.socket))
+        other.config.write_text(config)
+        second = other.cli("run", "--config", str(other.config))
         assert second.returncode == 1
         assert "another daemon is already listening" in second.stderr
         assert home.get("/v1/health").status_code == 200, "the first daemon still serves"

@@ -4,9 +4,7 @@ line (whatever crashes), and ranked search with adjacent lines merged."""
 from __future__ import annotations
 
 import os
-import statistics
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -14,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from daemon.files.daily import DailyHit, DailyLog, InvalidDay, parse_day
+from daemon.core.days import InvalidDay, parse_day
+from daemon.files.daily import DailyHit, DailyLog
 
 DAY = date(2026, 4, 11)
 
@@ -400,7 +399,8 @@ def test_search_sees_appends_archives_and_edits(directory: Path, daily: DailyLog
     assert daily.search("garden", since=None, limit=10) == []
 
 
-def test_a_year_of_daily_files_is_searched_quickly(directory: Path, daily: DailyLog) -> None:
+def test_a_year_of_daily_files_fills_every_page(directory: Path, daily: DailyLog) -> None:
+    # How fast this is, is measured in bench/recall_scale.py, not asserted here.
     words = ["coffee", "garden", "meeting", "lunch", "sleep", "vegetables", "focus", "walk"]
     for offset in range(365):
         day = date(2025, 4, 1) + timedelta(days=offset)
@@ -410,13 +410,5 @@ def test_a_year_of_daily_files_is_searched_quickly(directory: Path, daily: Daily
             for n in range(50)
         )
         write(folder / f"{day.isoformat()}.md", "\n".join(lines) + "\n")
-    daily.search("warm up", since=None, limit=10)
-    timings = []
     for query in ["coffee", "user.food.vegetables", "sleep focus walk", "meeting about lunch"]:
-        runs = []
-        for _ in range(3):  # the best of three, so a busy machine does not decide
-            started = time.perf_counter()
-            assert len(daily.search(query, since=None, limit=10)) == 10
-            runs.append(time.perf_counter() - started)
-        timings.append(min(runs))
-    assert statistics.median(timings) < 0.05, timings
+        assert len(daily.search(query, since=None, limit=10)) == 10

@@ -231,6 +231,7 @@ except OSError as exc:
 """
 
 
+@pytest.mark.subprocess  # a Python child process with its own file size limit
 def test_an_append_that_hits_a_full_disk_leaves_no_partial_line(directory: Path) -> None:
     path = directory / NAME
     path.write_text("before\n")

@@ -5,15 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import event
 
 from daemon.core.records import Mark, Reinforcement, Seed
 from daemon.core.subjects import subject_matches
-from daemon.store import Store
-from daemon.store import marks as mark_store
-from daemon.store import seeds as seed_store
+from daemon.store import Store, Tx
+from daemon.store.marks import marks as marks_table
+from receptors.consolidation import wither_sweep
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)
 
@@ -26,7 +27,7 @@ def make_mark(mark_id: str, subject: str, **overrides: Any) -> Mark:
         "observation": f"about {subject}",
         "evidence": {"note": "test"},
         "initial_strength": 1.0,
-        "decay_rate": 7.0,
+        "half_life_days": 7.0,
         "observed_by": "tester",
         "first_observed_at": T0,
         "last_reinforced_at": T0,
@@ -41,18 +42,18 @@ def make_mark(mark_id: str, subject: str, **overrides: Any) -> Mark:
 
 
 def insert(store: Store, *marks: Mark) -> None:
-    store.write_now(lambda c: mark_store.insert_marks(c, marks))
+    store.write_sync(lambda tx: tx.marks.insert(marks))
 
 
 def ids(store: Store, prefix: str, **kwargs: Any) -> list[str]:
-    found = store.read_now(lambda c: mark_store.find_marks(c, "w", prefix, **kwargs))
+    found = store.read_sync(lambda tx: tx.marks.find("w", prefix, **kwargs))
     return sorted(m.id for m in found)
 
 
 def test_insert_find_and_idempotent_insert(store: Store) -> None:
     insert(store, make_mark("m1", "user.sleep.bedtime"))
     insert(store, make_mark("m1", "other"))  # the same id again: ignored
-    found = store.read_now(lambda c: mark_store.get_mark(c, "m1"))
+    found = store.read_sync(lambda tx: tx.marks.get("m1"))
     assert found is not None and found.subject == "user.sleep.bedtime"
     assert found.first_observed_at == T0
 
@@ -79,20 +80,20 @@ def test_prefix_is_segment_bounded_and_escapes_wildcards(store: Store) -> None:
 
 def test_prefix_query_uses_the_index_on_sqlite(store: Store) -> None:
     if store.dialect != "sqlite":
-        return
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
     plans: list[str] = []
 
-    def explain(connection: Any) -> None:
-        @event.listens_for(connection, "before_cursor_execute", retval=True)
+    def explain(tx: Tx) -> None:
+        @event.listens_for(tx.connection, "before_cursor_execute", retval=True)
         def _plan(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> Any:
             if statement.startswith("SELECT"):
                 cursor.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
                 plans.append(" ".join(str(row[-1]) for row in cursor.fetchall()))
             return statement, parameters
 
-        mark_store.find_marks(connection, "w", "user.sleep")
+        tx.marks.find("w", "user.sleep")
 
-    store.read_now(explain)
+    store.read_sync(explain)
     assert plans and "ix_memory_marks_workspace_subject" in plans[0] and "subject>" in plans[0]
 
 
@@ -104,7 +105,7 @@ def test_states_filter(store: Store) -> None:
 
 def test_reinforce_counts_revives_and_is_idempotent(store: Store) -> None:
     insert(store, make_mark("m", "user.x", state="withered"))
-    mark = store.read_now(lambda c: mark_store.get_mark(c, "m"))
+    mark = store.read_sync(lambda tx: tx.marks.get("m"))
     assert mark is not None
     rf = Reinforcement(
         id="rf1",
@@ -114,20 +115,20 @@ def test_reinforce_counts_revives_and_is_idempotent(store: Store) -> None:
         evidence={"note": "again"},
         strength_delta=0.2,
     )
-    store.write_now(lambda c: mark_store.reinforce_many(c, [(mark, rf)]))
-    store.write_now(lambda c: mark_store.reinforce_many(c, [(mark, rf)]))  # same id: ignored
-    after = store.read_now(lambda c: mark_store.get_mark(c, "m"))
+    store.write_sync(lambda tx: tx.marks.reinforce([(mark, rf)]))
+    store.write_sync(lambda tx: tx.marks.reinforce([(mark, rf)]))  # same id: ignored
+    after = store.read_sync(lambda tx: tx.marks.get("m"))
     assert after is not None
     assert after.reinforcement_count == 1
     assert after.last_reinforced_at == T0 + timedelta(days=1)
     assert after.state == "active"
-    found = store.read_now(lambda c: mark_store.reinforcements_of(c, ["m"]))
+    found = store.read_sync(lambda tx: tx.marks.reinforcements_of(["m"]))
     assert [r.strength_delta for r in found["m"]] == [0.2]
 
 
 def test_wither_sweep(store: Store) -> None:
     insert(store, make_mark("fresh", "a.b"), make_mark("old", "a.c", initial_strength=0.3))
-    withered = store.write_now(lambda c: mark_store.wither_sweep(c, "w", T0 + timedelta(days=21)))
+    withered = store.write_sync(lambda tx: wither_sweep(tx, "w", T0 + timedelta(days=21)))
     assert withered == ["old"]
     assert ids(store, "a", states=("withered",)) == ["old"]
 
@@ -149,24 +150,21 @@ def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
             updated_at=at,
         )
 
-    store.write_now(
-        lambda c: [
-            seed_store.insert_seed(c, seed("s1", 0)),
-            seed_store.insert_seed(c, seed("s2", 1)),
+    store.write_sync(
+        lambda tx: [
+            tx.seeds.insert(seed("s1", 0)),
+            tx.seeds.insert(seed("s2", 1)),
         ]
     )
     reviewed_at = T0 + timedelta(days=4)
-    assert store.write_now(
-        lambda c: seed_store.review_seed(c, "s1", "accepted", "joshua", reviewed_at)
-    )
-    assert not store.write_now(
-        lambda c: seed_store.review_seed(c, "s1", "rejected", "joshua", reviewed_at)
-    )
-    pending = store.read_now(lambda c: seed_store.list_seeds(c, "w", "pending"))
+    assert store.write_sync(lambda tx: tx.seeds.review("s1", "accepted", "joshua", reviewed_at))
+    assert not store.write_sync(lambda tx: tx.seeds.review("s1", "rejected", "joshua", reviewed_at))
+    pending = store.read_sync(lambda tx: tx.seeds.listing("w", "pending"))
     assert [s.id for s in pending] == ["s2"]
-    all_seeds = store.read_now(lambda c: seed_store.list_seeds(c, "w"))
+    all_seeds = store.read_sync(lambda tx: tx.seeds.listing("w"))
     assert [s.id for s in all_seeds] == ["s2", "s1"]
-    accepted = store.read_now(lambda c: seed_store.get_seed(c, "s1"))
+    accepted = store.read_sync(lambda tx: tx.seeds.get("s1", "w"))
+    assert store.read_sync(lambda tx: tx.seeds.get("s1", "elsewhere")) is None
     assert accepted is not None
     assert (accepted.state, accepted.reviewed_by, accepted.reviewed_at) == (
         "accepted",
@@ -189,9 +187,9 @@ def test_the_sql_prefix_query_agrees_with_the_matching_rule(
     store: Store, subjects: list[list[str]], prefix: list[str]
 ) -> None:
     """The rule is defined once in Python (subject_matches); the indexed SQL must agree."""
-    store.write_now(lambda c: c.execute(mark_store.marks.delete()))
+    store.write_sync(lambda tx: tx.connection.execute(marks_table.delete()))
     names = {".".join(parts) for parts in subjects}
     insert(store, *(make_mark(f"m{n}", name) for n, name in enumerate(sorted(names))))
     wanted = ".".join(prefix)
-    found = {m.subject for m in store.read_now(lambda c: mark_store.find_marks(c, "w", wanted))}
+    found = {m.subject for m in store.read_sync(lambda tx: tx.marks.find("w", wanted))}
     assert found == {name for name in names if subject_matches(wanted, name)}

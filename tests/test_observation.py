@@ -13,7 +13,6 @@ from daemon.bus import SignalBus
 from daemon.core.records import Mark
 from daemon.core.strength import strength
 from daemon.store import Store
-from daemon.store import marks as mark_store
 from daemon.store.tables import MarkTable, ReinforcementTable
 from receptors.observation import ObservationReceptor
 
@@ -27,12 +26,14 @@ GOOD: dict[str, Any] = {
 
 
 def marks(store: Store) -> list[Mark]:
-    return store.read_now(lambda c: mark_store.find_marks(c, "default", "", ("active", "withered")))
+    return store.read_sync(lambda tx: tx.marks.find("default", "", ("active", "withered")))
 
 
 def count(store: Store, table: Any) -> int:
     return int(
-        store.read_now(lambda c: c.execute(select(func.count()).select_from(table)).scalar())
+        store.read_sync(
+            lambda tx: tx.connection.execute(select(func.count()).select_from(table)).scalar()
+        )
     )
 
 
@@ -45,7 +46,7 @@ async def test_observation_makes_a_mark(store: Store) -> None:
     assert mark.subject == "user.food.vegetables"
     assert mark.observation == "Arnold said 180C for 20 min"
     assert mark.initial_strength == 0.8
-    assert mark.decay_rate == pytest.approx(7.0)
+    assert mark.half_life_days == pytest.approx(7.0)
     assert mark.observed_by == "agent-observer"
     assert mark.first_observed_at == T0
     assert mark.evidence == {
@@ -67,7 +68,7 @@ async def test_same_observation_three_times_reinforces_one_mark(store: Store) ->
     [mark] = marks(store)
     assert mark.reinforcement_count == 2
     assert mark.last_reinforced_at == T0 + timedelta(days=2)
-    boosts = store.read_now(lambda c: mark_store.reinforcements_of(c, [mark.id]))[mark.id]
+    boosts = store.read_sync(lambda tx: tx.marks.reinforcements_of([mark.id]))[mark.id]
     now = T0 + timedelta(days=2)
     reinforced = strength(0.8, 7, T0, [(r.reinforced_at, r.strength_delta) for r in boosts], now)
     single = strength(0.8, 7, T0, [], now)
@@ -79,7 +80,7 @@ async def test_a_withered_mark_observed_again_is_active(store: Store) -> None:
     async with SignalBus(store, [ObservationReceptor()]) as bus:
         await emit_and_settle(bus, make_signal("memory.observation", GOOD))
         [mark] = marks(store)
-        store.write_now(lambda c: mark_store.set_state(c, [mark.id], "withered", T0))
+        store.write_sync(lambda tx: tx.marks.set_state([mark.id], "withered", T0))
         await emit_and_settle(
             bus, make_signal("memory.observation", GOOD, emitted_at=T0 + timedelta(days=30))
         )
@@ -94,7 +95,7 @@ async def test_redelivery_applies_nothing_twice(store: Store) -> None:
     receptor = ObservationReceptor()
     signal = make_signal("memory.observation", GOOD)
     for _ in range(2):  # the same signal applied twice, as a crash before the done-mark would
-        store.write_now(lambda c: receptor.apply(c, signal))
+        store.write_sync(lambda tx: receptor.apply(tx, signal))
     assert count(store, MarkTable) == 1
 
 

@@ -6,21 +6,20 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 import anyio
 import pytest
 import structlog
 from sqlalchemy import select
-from sqlalchemy.engine import Connection
 
 from daemon.bus import BusClosed, SignalBus
 from daemon.core.clock import iso
 from daemon.core.signal import Signal
-from daemon.store import Store
-from daemon.store.signal_log import Stored, get_signal, list_signals
-from rhythms.scheduler import RhythmScheduler, record_first_scheduled, rhythm_state
+from daemon.store import Store, Tx
+from daemon.store.rhythm_state import rhythm_state
+from daemon.store.signal_log import Stored
+from rhythms.scheduler import RhythmScheduler
 from rhythms.template import RhythmTemplate, bundled_templates
 
 DOWN_FROM = datetime(2026, 10, 23, 10, tzinfo=UTC)
@@ -56,12 +55,12 @@ def consolidation(**overrides: Any) -> RhythmTemplate:
 
 
 def first_scheduled(store: Store, at: datetime, name: str = "consolidation") -> None:
-    store.write_now(partial(record_first_scheduled, names=[name], now=at))
+    store.write_sync(lambda tx: tx.rhythms.first_scheduled([name], at))
 
 
 async def stored_signals(store: Store) -> list[dict[str, Any]]:
-    def query(connection: Connection) -> list[dict[str, Any]]:
-        found = (get_signal(connection, row["id"]) for row in list_signals(connection))
+    def query(tx: Tx) -> list[dict[str, Any]]:
+        found = (tx.signals.get(row.id).to_json() for row in tx.signals.listing())
         return [signal for signal in found if signal is not None]
 
     return await store.read(query)
@@ -117,7 +116,7 @@ async def test_a_rhythm_scheduled_for_the_first_time_has_nothing_to_catch_up(
 ) -> None:
     assert await run_once(store, consolidation(), BACK_AT) == []
     assert await stored_signals(store) == []
-    recorded = await store.read(lambda c: c.execute(select(rhythm_state)).all())
+    recorded = await store.read(lambda tx: tx.connection.execute(select(rhythm_state)).all())
     assert [(row.name, row.first_scheduled_at) for row in recorded] == [("consolidation", BACK_AT)]
 
     # From then on, slots it was down over are caught up.

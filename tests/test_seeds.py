@@ -11,8 +11,6 @@ from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
 
 from daemon.bus import SignalBus
 from daemon.store import Store
-from daemon.store import marks as mark_store
-from daemon.store import seeds as seed_store
 from receptors.observation import ObservationReceptor
 from receptors.seeds import SeedReceptor
 
@@ -43,11 +41,11 @@ async def test_accepting_a_seed_promotes_its_marks_and_leaves_the_file_alone(
     before = (target.read_bytes(), target.stat().st_mtime_ns)
     async with SignalBus(store, [ObservationReceptor(), SeedReceptor()]) as bus:
         await emit_and_settle(bus, make_signal("memory.observation", OBSERVATION))
-        [mark] = store.read_now(lambda c: mark_store.find_marks(c, "default", ""))
+        [mark] = store.read_sync(lambda tx: tx.marks.find("default", ""))
         await emit_and_settle(
             bus, make_signal("memory.seed_planted", plant(str(target), [mark.id]))
         )
-        [seed] = store.read_now(lambda c: seed_store.list_seeds(c, "default", "pending"))
+        [seed] = store.read_sync(lambda tx: tx.seeds.listing("default", "pending"))
         assert seed.planted_by == "agent-observer"
         assert seed.based_on_marks == [mark.id]
         review = {"seed_id": seed.id, "decision": "accepted", "reviewer": "joshua"}
@@ -56,14 +54,14 @@ async def test_accepting_a_seed_promotes_its_marks_and_leaves_the_file_alone(
             bus, make_signal("memory.seed_reviewed", review, emitted_at=reviewed_at)
         )
         assert status == {"seeds": "delivered"}
-    accepted = store.read_now(lambda c: seed_store.get_seed(c, seed.id))
+    accepted = store.read_sync(lambda tx: tx.seeds.get(seed.id, "default"))
     assert accepted is not None
     assert (accepted.state, accepted.reviewed_by, accepted.reviewed_at) == (
         "accepted",
         "joshua",
         reviewed_at,
     )
-    promoted = store.read_now(lambda c: mark_store.get_mark(c, mark.id))
+    promoted = store.read_sync(lambda tx: tx.marks.get(mark.id))
     assert promoted is not None and promoted.state == "promoted"
     assert (target.read_bytes(), target.stat().st_mtime_ns) == before
 
@@ -72,10 +70,10 @@ async def test_accepting_a_seed_promotes_its_marks_and_leaves_the_file_alone(
 async def test_rejecting_keeps_marks_active(store: Store) -> None:
     async with SignalBus(store, [SeedReceptor()]) as bus:
         await emit_and_settle(bus, make_signal("memory.seed_planted", plant()))
-        [seed] = store.read_now(lambda c: seed_store.list_seeds(c, "default"))
+        [seed] = store.read_sync(lambda tx: tx.seeds.listing("default"))
         review = {"seed_id": seed.id, "decision": "rejected", "reviewer": "joshua"}
         await emit_and_settle(bus, make_signal("memory.seed_reviewed", review))
-    rejected = store.read_now(lambda c: seed_store.get_seed(c, seed.id))
+    rejected = store.read_sync(lambda tx: tx.seeds.get(seed.id, "default"))
     assert rejected is not None and rejected.state == "rejected"
 
 
@@ -83,7 +81,7 @@ async def test_rejecting_keeps_marks_active(store: Store) -> None:
 async def test_reviewing_an_accepted_seed_is_refused(store: Store) -> None:
     async with SignalBus(store, [SeedReceptor()], retry=FAST_RETRY) as bus:
         await emit_and_settle(bus, make_signal("memory.seed_planted", plant()))
-        [seed] = store.read_now(lambda c: seed_store.list_seeds(c, "default"))
+        [seed] = store.read_sync(lambda tx: tx.seeds.listing("default"))
         accept = {"seed_id": seed.id, "decision": "accepted", "reviewer": "joshua"}
         await emit_and_settle(bus, make_signal("memory.seed_reviewed", accept))
         again = make_signal("memory.seed_reviewed", accept | {"decision": "rejected"})
@@ -92,7 +90,7 @@ async def test_reviewing_an_accepted_seed_is_refused(store: Store) -> None:
         assert await emit_and_settle(bus, missing) == {"seeds": "dead"}
     assert last_error(store, again.id) == f"payload.seed_id: seed {seed.id} is already accepted"
     assert last_error(store, missing.id) == "payload.seed_id: no seed sd_nope"
-    final = store.read_now(lambda c: seed_store.get_seed(c, seed.id))
+    final = store.read_sync(lambda tx: tx.seeds.get(seed.id, "default"))
     assert final is not None and final.state == "accepted"
 
 
@@ -124,4 +122,4 @@ async def test_contract_violations_are_dead_and_write_nothing(
         assert await emit_and_settle(bus, signal) == {"seeds": "dead"}
     error = last_error(store, signal.id)
     assert error is not None and error.startswith(f"payload.{field}:")
-    assert store.read_now(lambda c: seed_store.list_seeds(c, "default")) == []
+    assert store.read_sync(lambda tx: tx.seeds.listing("default")) == []

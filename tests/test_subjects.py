@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.core.subjects import escape_like, normalize_subject, subject_matches
+from daemon.core.subjects import normalize_subject, subject_matches
+from daemon.store.sql import escape_like
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Any
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -27,16 +27,16 @@ async def _refuse(
     await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
-    """413 for a request body over ``max_bytes``, declared or streamed, before it is read."""
+    """Reads the request body before any route runs: 413 when it is over ``max_bytes``
+    (declared or streamed in chunks), 408 when it does not arrive within
+    ``timeout_seconds`` (a client that trickles a body cannot hold a connection forever).
+    The route then gets the body in one piece."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_seconds: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_seconds = timeout_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -46,28 +46,32 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await _refuse(send, 413, f"request body over {self.max_bytes} bytes")
             return
-        received = 0
-        started = False
+        body = bytearray()
+        with anyio.move_on_after(self.timeout_seconds) as waited:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                body += message.get("body", b"")
+                if len(body) > self.max_bytes:
+                    await _refuse(send, 413, f"request body over {self.max_bytes} bytes")
+                    return
+                if not message.get("more_body", False):
+                    break
+        if waited.cancelled_caught:
+            await _refuse(send, 408, f"request body not received within {self.timeout_seconds:g} s")
+            return
+        whole: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
+        delivered = False
 
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
+        async def replay() -> Message:
+            nonlocal delivered
+            if delivered:
+                return await receive()  # after the body: a disconnect, when it comes
+            delivered = True
+            return whole
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _refuse(send, 413, f"request body over {self.max_bytes} bytes")
+        await self.app(scope, replay, send)
 
 
 class RequireToken:
@@ -76,12 +80,17 @@ class RequireToken:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            given: Any = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            given: bytes = dict(scope["headers"]).get(b"authorization", b"")
+            scheme, _, credentials = given.strip().partition(b" ")
+            # The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in
+            # constant time.
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(
+                credentials.strip(), self.expected
+            ):
                 await _refuse(
                     send, 401, "a bearer token is required", ((b"www-authenticate", b"Bearer"),)
                 )

@@ -21,13 +21,21 @@ class IngressError(RuntimeError):
     """The ingress cannot listen where it is configured to."""
 
 
+class IngressConfigError(IngressError):
+    """Where the ingress is configured to listen cannot be used as it is (a config problem)."""
+
+
 def bind_unix(path: Path) -> socket.socket:
     directory = path.parent
-    if not directory.exists():
-        directory.mkdir(mode=0o700, parents=True)
-    mode = stat.S_IMODE(directory.stat().st_mode)
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = stat.S_IMODE(directory.stat().st_mode)
+    except OSError as exc:
+        raise IngressConfigError(
+            f"ingress.socket: cannot use directory {directory}: {exc.strerror}"
+        ) from None
     if mode & 0o077:
-        raise IngressError(
+        raise IngressConfigError(
             f"ingress.socket: directory {directory} is open to other users (mode {mode:04o}); "
             "use a private directory (mode 0700)"
         )
@@ -50,7 +58,9 @@ def _clear_stale(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(info.st_mode):
-        raise IngressError(f"ingress.socket: {path} exists and is not a socket; not touching it")
+        raise IngressConfigError(
+            f"ingress.socket: {path} exists and is not a socket; not touching it"
+        )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(str(path))

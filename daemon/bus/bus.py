@@ -15,13 +15,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
 import structlog
-from sqlalchemy.engine import Connection
 
 from daemon.bus.receptor import (
     DeliveryContext,
@@ -32,7 +30,7 @@ from daemon.bus.receptor import (
 )
 from daemon.core.clock import Clock, utcnow
 from daemon.core.signal import Signal
-from daemon.store import Store, signal_log
+from daemon.store import Store, Tx
 from daemon.store.signal_log import NewSignal, PendingDelivery, Stored
 
 T = TypeVar("T")
@@ -164,12 +162,10 @@ class SignalBus:
         """Store ``signal`` durably with its deliveries; return once committed."""
         if not self._accepting:
             raise BusClosed("the bus is not accepting signals")
-        if signal.workspace_id is None:
+        if "workspace_id" not in signal.model_fields_set:
             signal = signal.model_copy(update={"workspace_id": self.workspace})
         receptors = self._routes.get(signal.type, [])
-        stored = await self.store.writer.submit_item(
-            signal_log.insert_signals, NewSignal(signal, receptors, self.clock())
-        )
+        stored = await self.store.append(NewSignal(signal, receptors, self.clock()))
         if not stored.duplicate:
             for key in receptors:
                 self._wake[key].set()
@@ -182,10 +178,9 @@ class SignalBus:
 
     async def retry(self, signal_id: str, receptor: str | None = None) -> list[str]:
         """Deliver a signal's dead deliveries again; returns the receptors revived."""
+        now = self.clock()
         revived = await self.store.write(
-            partial(
-                signal_log.revive_dead, signal_id=signal_id, now=self.clock(), receptor=receptor
-            )
+            lambda tx: tx.signals.revive_dead(signal_id, now, receptor)
         )
         for key in revived:
             if key in self._wake:
@@ -197,7 +192,7 @@ class SignalBus:
         (Bound the wait with ``anyio.move_on_after``.)"""
         while True:
             progress = self._progress
-            status = await self.store.read(partial(signal_log.signal_status, signal_id=signal_id))
+            status = await self.store.read(lambda tx: tx.signals.status(signal_id))
             if "pending" not in status.values():
                 return status
             await progress.wait()
@@ -206,7 +201,7 @@ class SignalBus:
         """Wait until no delivery is pending anywhere."""
         while True:
             progress = self._progress
-            if (await self.store.read(signal_log.open_delivery_counts))["pending"] == 0:
+            if (await self.store.read(lambda tx: tx.signals.open_counts())).pending == 0:
                 return
             await progress.wait()
 
@@ -217,9 +212,7 @@ class SignalBus:
             wake = self._wake[receptor.key] = anyio.Event()
             try:
                 batch = await self.store.read(
-                    partial(
-                        signal_log.pending_deliveries, receptor=receptor.key, limit=self.batch_size
-                    )
+                    lambda tx: tx.signals.pending(receptor.key, self.batch_size)
                 )
                 if not batch:
                     await wake.wait()
@@ -256,11 +249,11 @@ class SignalBus:
         started = time.perf_counter()
         now = self.clock()
 
-        def job(connection: Connection) -> None:
-            done = signal_log.mark_many_delivered(connection, [d.id for d in batch], now)
+        def job(tx: Tx) -> None:
+            done = tx.signals.mark_many_delivered([d.id for d in batch], now)
             if done != len(batch):
                 raise RuntimeError("deliveries changed under the bus; applying one by one")
-            receptor.apply_batch(connection, [d.signal for d in batch])
+            receptor.apply_batch(tx, [d.signal for d in batch])
 
         try:
             await self.store.write(job, durable=False)
@@ -285,25 +278,21 @@ class SignalBus:
         attempt = delivery.attempts + 1
         started = time.perf_counter()
 
-        def mark_done(connection: Connection) -> None:
-            if not signal_log.mark_delivered(connection, delivery.id, attempt, self.clock()):
+        def mark_done(tx: Tx) -> None:
+            if not tx.signals.mark_delivered(delivery.id, attempt, self.clock()):
                 raise RuntimeError(f"delivery {delivery.id} is no longer pending")
 
-        async def commit(job: Callable[[Connection], T]) -> T:
-            def with_done_mark(connection: Connection) -> T:
-                mark_done(connection)  # first: if it was done already, the job must not run
-                return job(connection)
+        async def commit(job: Callable[[Tx], T]) -> T:
+            def with_done_mark(tx: Tx) -> T:
+                mark_done(tx)  # first: if it was done already, the job must not run
+                return job(tx)
 
             return await self.store.write(with_done_mark, durable=False)
 
         async def save_checkpoint(checkpoint: dict[str, Any]) -> None:
+            now = self.clock()
             await self.store.write(
-                partial(
-                    signal_log.save_checkpoint,
-                    delivery_id=delivery.id,
-                    checkpoint=checkpoint,
-                    now=self.clock(),
-                )
+                lambda tx: tx.signals.save_checkpoint(delivery.id, checkpoint, now)
             )
 
         context = DeliveryContext(
@@ -334,14 +323,7 @@ class SignalBus:
         now = self.clock()
         retry_at = None if dead else now + timedelta(seconds=delay)
         await self.store.write(
-            partial(
-                signal_log.record_failure,
-                delivery_id=delivery.id,
-                attempt=attempt,
-                error=error,
-                now=now,
-                retry_at=retry_at,
-            ),
+            lambda tx: tx.signals.record_failure(delivery.id, attempt, error, now, retry_at),
             durable=False,
         )
         outcome = "dead" if dead else "retrying"

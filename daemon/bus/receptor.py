@@ -17,9 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from sqlalchemy.engine import Connection
-
 from daemon.core.signal import Signal
+from daemon.store import Tx
 
 T = TypeVar("T")
 
@@ -52,7 +51,7 @@ class DeliveryContext:
         attempt: int,
         checkpoint: dict[str, Any] | None,
         now: Callable[[], datetime],
-        commit: Callable[[Callable[[Connection], Any]], Awaitable[Any]],
+        commit: Callable[[Callable[[Tx], Any]], Awaitable[Any]],
         save_checkpoint: Callable[[dict[str, Any]], Awaitable[None]],
     ) -> None:
         self.delivery_id = delivery_id
@@ -63,7 +62,7 @@ class DeliveryContext:
         self._save_checkpoint = save_checkpoint
         self.committed = False
 
-    async def commit(self, job: Callable[[Connection], T]) -> T:
+    async def commit(self, job: Callable[[Tx], T]) -> T:
         """Run ``job`` and mark this delivery done, in one transaction. At most once."""
         if self.committed:
             raise RuntimeError("a delivery is committed once")
@@ -93,19 +92,19 @@ class Receptor(ABC):
 
 class StoreReceptor(Receptor):
     @abstractmethod
-    def apply(self, connection: Connection, signal: Signal) -> None:
-        """Write the signal's effect. Runs in the writer's transaction (in a SAVEPOINT):
-        touch only ``connection``; raise to undo everything this call wrote."""
+    def apply(self, tx: Tx, signal: Signal) -> None:
+        """Write the signal's effect. Runs in the writer's transaction: touch only ``tx``;
+        raise to undo everything this call wrote."""
 
-    def apply_batch(self, connection: Connection, signals: Sequence[Signal]) -> None:
+    def apply_batch(self, tx: Tx, signals: Sequence[Signal]) -> None:
         """Write the effect of ``signals``, in order, as if ``apply`` ran for each. Raise
         :class:`StoppedAt` to say which one failed: the bus undoes the whole call, applies the
         ones before it again, and retries the failed one on its own."""
         for index, signal in enumerate(signals):
             try:
-                self.apply(connection, signal)
+                self.apply(tx, signal)
             except Exception as exc:
                 raise StoppedAt(index, exc) from exc
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
-        await delivery.commit(lambda connection: self.apply(connection, signal))
+        await delivery.commit(lambda tx: self.apply(tx, signal))

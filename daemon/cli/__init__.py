@@ -1,1 +1,3 @@
-"""The ``cambium`` command line."""
+"""The ``cambium`` command line: reads go to the store (through the repositories) and the
+files, writes go through the daemon's ingress. May import services and everything below
+them, and ``daemon.process`` for ``cambium run``."""

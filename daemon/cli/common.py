@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -47,6 +48,18 @@ class BadInput(Failure):
 
 class Unreachable(Failure):
     exit_code = EXIT_UNREACHABLE
+
+
+class Number(click.FloatRange):
+    """A finite number, optionally within bounds: ``nan`` and ``inf`` are bad input (exit 2)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def config_option(func: F) -> F:
@@ -90,7 +103,7 @@ def day_option(help_text: str) -> Callable[[F], F]:
     """``--date YYYY-MM-DD``, checked to be a real calendar date (exit 2 otherwise)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
-        from daemon.files.daily import InvalidDay, parse_day
+        from daemon.core.days import InvalidDay, parse_day
 
         if value is None:
             return None

@@ -19,6 +19,7 @@ import click
 from daemon.cli.common import (
     BadInput,
     Failure,
+    Number,
     config_option,
     json_option,
     load,
@@ -27,12 +28,13 @@ from daemon.cli.common import (
 from daemon.cli.memory import memory
 from daemon.cli.signals import signals
 from daemon.config import ConfigError
+from daemon.core.clock import SECONDS_PER_DAY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cambium-memory", prog_name="cambium")
 def cli() -> None:
-    """Cambium Memory: a local daemon that gives your assistant a memory that lasts.
+    """Cambium Layers: a local daemon that gives your assistant a memory that lasts.
 
     Exit codes: 0 ok, 1 failed, 2 bad input, 3 daemon not reachable.
     """
@@ -56,18 +58,20 @@ def run(config_path: Path | None) -> None:
     # structlog imports rich (a CLI dependency) whenever it is installed, only to pretty-print
     # tracebacks; the daemon never needs it, and it would cost the long-running process ~6 MB.
     sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
-    from daemon.api.server import IngressError
+    from daemon.api.server import IngressConfigError, IngressError
     from daemon.logs import configure_logging
     from daemon.process import run_daemon
+    from daemon.store.engine import StoreCorrupt
+    from daemon.store.lock import StoreInUse
     from daemon.store.migrate import MigrationFailed
 
     config = load(config_path)
     configure_logging(config.log.level)
     try:
         anyio.run(run_daemon, config)
-    except ConfigError as exc:
+    except (ConfigError, IngressConfigError) as exc:
         raise BadInput(f"bad config: {exc}") from None
-    except (IngressError, MigrationFailed) as exc:
+    except (IngressError, MigrationFailed, StoreInUse, StoreCorrupt) as exc:
         raise Failure(str(exc)) from None
 
 
@@ -103,14 +107,14 @@ def status(as_json: bool, config_path: Path | None) -> None:
 @click.argument("signal_type", metavar="TYPE")
 @click.option("--payload", required=True, help="The payload: a JSON object.")
 @click.option("--source-id", required=True, help="Who emits it (an agent or script name).")
-@click.option("--intensity", type=float, help="0..1 (default 0.7).")
-@click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@click.option("--intensity", type=Number(0, 1), help="0..1 (default 0.7).")
+@click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
 @click.option("--affinity", multiple=True, help="A tag; repeat it or give a comma list (a,b).")
 @click.option("--workspace", help="Workspace id (default: the configured one).")
 @click.option("--idempotency-key", help="Emit at most once per key; a repeat is a duplicate.")
 @click.option(
     "--wait",
-    type=click.FloatRange(0, 30),
+    type=Number(0, 30),
     default=10,
     show_default=True,
     help="Seconds to wait for the deliveries (0: return once stored).",
@@ -154,7 +158,7 @@ def emit(
         "source_id": source_id,
         "payload": parsed_payload,
         "intensity": intensity,
-        "decay_rate": decay_days * 86_400 if decay_days is not None else None,
+        "decay_rate": decay_days * SECONDS_PER_DAY if decay_days is not None else None,
         "affinity": [tag.strip() for tags in affinity for tag in tags.split(",") if tag.strip()],
         "workspace_id": workspace,
         "idempotency_key": idempotency_key,

@@ -15,6 +15,8 @@ import click
 
 from daemon.cli.common import (
     BadInput,
+    Failure,
+    Number,
     config_option,
     day_option,
     files_only_store,
@@ -27,11 +29,12 @@ from daemon.cli.common import (
     remember_config,
     warnings_to_stderr,
 )
+from daemon.core.clock import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
     from daemon.cli.client import Ingress
     from daemon.config import Config
-    from daemon.services.recall import Memory
+    from daemon.services.recall import Layers
     from daemon.store import Store
 
 HUMAN = "human"
@@ -42,12 +45,12 @@ def memory() -> None:
     """Recall and review what the memory knows; add to it by hand."""
 
 
-def open_memory(config: Config, store: Store) -> Memory:
+def open_memory(config: Config, store: Store) -> Layers:
     """The four layers, read-only."""
-    from daemon.services.recall import Memory
+    from daemon.services.recall import Layers
 
     warnings_to_stderr()
-    return Memory.from_config(config, store)
+    return Layers.from_config(config, store)
 
 
 def ingress(config: Config) -> Ingress:
@@ -69,7 +72,7 @@ def ingress(config: Config) -> Ingress:
 )
 @click.option(
     "--min-strength",
-    type=float,
+    type=Number(0, 1),
     help="Weakest mark to show, 0..1 (default 0.1; 0 with --include-withered).",
 )
 @click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
@@ -148,8 +151,8 @@ def _option_error(error: Any) -> str:
 @click.argument("subject")
 @click.argument("observation")
 @click.option("--by", "observer", help="Who states it (default: your login name).")
-@click.option("--intensity", type=float, help="Initial strength, 0..1 (default 0.7).")
-@click.option("--decay-days", type=float, help="Half-life in days; 0 never fades (default 14).")
+@click.option("--intensity", type=Number(0, 1), help="Initial strength, 0..1 (default 0.7).")
+@click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
 @config_option
 def mark(
     subject: str,
@@ -171,8 +174,7 @@ def mark(
     """
     from daemon.core.clock import utcnow
     from daemon.core.subjects import normalize_subject
-    from daemon.services.recall import RecallQuery
-    from daemon.services.recall import recall as run_recall
+    from daemon.services.recall import mark_made_by
 
     subject = normalize_subject(subject)
     observation = observation.strip()
@@ -196,19 +198,13 @@ def mark(
     answer = _send(config, signal)
     if answer["deliveries"].get("observation") != "delivered":
         return  # still pending: _send said so
-    query = RecallQuery(
-        about=subject, layers=("marks",), min_strength=0, limit=1000, include_withered=True
-    )
     with reading_store(config) as store:
-        hits = run_recall(query, open_memory(config, store), utcnow()).marks
-    same = [h for h in hits if h.mark.subject == subject and h.mark.observation == observation]
-    if not same:  # more than 1000 marks under this subject: say where to look instead
-        click.echo(f"marked: see `cambium memory recall {subject}`")
-        return
+        hit = store.read_sync(lambda tx: mark_made_by(tx, answer["id"], utcnow()))
+    if hit is None:  # cannot happen once delivered, but never print someone else's mark
+        raise Failure(f"signal {answer['id']} was delivered but made no mark")
     from daemon.cli.render import mark_view, show
 
-    # The one this signal created or reinforced is the one touched last.
-    show(mark_view(max(same, key=lambda h: h.mark.last_reinforced_at)))
+    show(mark_view(hit))
 
 
 @memory.command()
@@ -289,7 +285,7 @@ def _signal(
     if intensity is not None:
         signal["intensity"] = intensity
     if decay_days is not None:
-        signal["decay_rate"] = decay_days * 86_400
+        signal["decay_rate"] = decay_days * SECONDS_PER_DAY
     return signal
 
 
@@ -338,13 +334,9 @@ def seeds(ctx: click.Context, state: str | None, as_json: bool, config_path: Pat
     remember_config(ctx, config_path)
     if ctx.invoked_subcommand is not None:
         return
-    from daemon.store import seeds as seed_store
-
     config = load(config_path)
     with reading_store(config) as store:
-        found = store.read_now(
-            lambda c: seed_store.list_seeds(c, workspace=config.workspace, state=state)
-        )
+        found = store.read_sync(lambda tx: tx.seeds.listing(config.workspace, state))
     if as_json:
         print_json([seed.to_row() for seed in found])
         return

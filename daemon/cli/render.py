@@ -20,13 +20,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from daemon.core.clock import iso
+from daemon.core.clock import SECONDS_PER_DAY, iso
 
 if TYPE_CHECKING:
     from daemon.core.records import Seed
     from daemon.services.recall import MarkHit, RecallResult
-
-SECONDS_PER_DAY = 86_400.0
 
 
 def show(*renderables: RenderableType) -> None:

@@ -28,7 +28,7 @@ STATUSES = ("pending", "dead", "delivered", "unrouted")
     help="Signals with a delivery in this status (unrouted: no receptor binds the type).",
 )
 @click.option("--type", "signal_type", metavar="T", help="Only signals of this type.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @json_option
 @config_option
 @click.pass_context
@@ -55,14 +55,11 @@ def signals(
     remember_config(ctx, config_path)
     if ctx.invoked_subcommand is not None:
         return
-    from daemon.store import signal_log
-
     with reading_store(load(config_path)) as store:
-        found = store.read_now(
-            lambda c: signal_log.list_signals(
-                c, status=status, signal_type=signal_type, limit=limit
-            )
+        listed = store.read_sync(
+            lambda tx: tx.signals.listing(status=status, signal_type=signal_type, limit=limit)
         )
+    found = [summary.to_json() for summary in listed]
     if as_json:
         print_json(found)
         return
@@ -82,12 +79,11 @@ def show_signal(signal_id: str, as_json: bool, config_path: Path | None) -> None
     Example:
       cambium signals show 0f8e1c... --json
     """
-    from daemon.store import signal_log
-
     with reading_store(load(config_path)) as store:
-        found = store.read_now(lambda c: signal_log.get_signal(c, signal_id))
-    if found is None:
+        stored = store.read_sync(lambda tx: tx.signals.get(signal_id))
+    if stored is None:
         raise Failure(f"no signal {signal_id}")
+    found = stored.to_json()
     if as_json:
         print_json(found)
         return

@@ -10,6 +10,8 @@ from pydantic import AfterValidator
 
 Clock = Callable[[], datetime]
 
+SECONDS_PER_DAY = 86_400.0
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -19,7 +21,10 @@ def to_utc(value: datetime) -> datetime:
     """An aware instant in UTC; naive values are refused rather than guessed."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("naive datetime: a time zone is required")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC instant
+        raise ValueError("out of range: no such instant in UTC") from None
 
 
 def _known_zone(name: str) -> str:

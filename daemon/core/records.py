@@ -1,14 +1,20 @@
-"""The memory's records as the code handles them: plain frozen dataclasses.
+"""The memory's records as the code handles them: plain frozen dataclasses, with
+constructors that say what made them (``Mark.observed``, ``Reinforcement.of``,
+``Seed.planted``) so no caller spells out every field.
 
-The SQL tables are defined with SQLModel in :mod:`daemon.store.tables`; queries use
-SQLAlchemy Core and hand back these records, which cost a fraction of an instrumented ORM
-object (recall builds hundreds of them per call)."""
+The SQL tables are defined with SQLModel in ``daemon/store/tables.py``; the repositories
+hand back these records, which cost a fraction of an instrumented ORM object (recall builds
+hundreds of them per call)."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Self
+
+from daemon.core.signal import Signal
 
 
 class _Record:
@@ -35,7 +41,7 @@ class Mark(_Record):
     observation: str
     evidence: dict[str, Any]
     initial_strength: float
-    decay_rate: float  # half-life in days; 0 = no decay
+    half_life_days: float  # 0 = no decay
     observed_by: str
     first_observed_at: datetime
     last_reinforced_at: datetime
@@ -46,6 +52,45 @@ class Mark(_Record):
     created_at: datetime
     updated_at: datetime
 
+    @staticmethod
+    def id_for_signal(signal_id: str) -> str:
+        """The id of the mark an observation signal creates (when it creates one)."""
+        return derived_id("mk", signal_id)
+
+    @classmethod
+    def observed(
+        cls,
+        signal: Signal,
+        *,
+        id: str,
+        subject: str,
+        observation: str,
+        evidence: dict[str, Any],
+        initial_strength: float,
+        half_life_days: float,
+        affinity: Sequence[str] = (),
+        substrate_refs: Sequence[str] = (),
+    ) -> Mark:
+        """A new, active mark made from ``signal``: its workspace, its emitter as the observer
+        and its instant as the moment of observation. ``id`` is derived from what made it
+        (:func:`derived_id`; one signal's observation: :meth:`id_for_signal`)."""
+        return cls(
+            id=id,
+            workspace_id=signal.workspace_id,
+            subject=subject,
+            observation=observation,
+            evidence=evidence,
+            initial_strength=min(1.0, max(0.0, initial_strength)),
+            half_life_days=half_life_days,
+            observed_by=signal.source_id,
+            first_observed_at=signal.emitted_at,
+            last_reinforced_at=signal.emitted_at,
+            affinity=list(affinity),
+            substrate_refs=list(substrate_refs),
+            created_at=signal.emitted_at,
+            updated_at=signal.emitted_at,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reinforcement(_Record):
@@ -55,6 +100,23 @@ class Reinforcement(_Record):
     reinforced_by: str
     evidence: dict[str, Any]
     strength_delta: float
+
+    @staticmethod
+    def id_for_signal(signal_id: str) -> str:
+        """The id of the reinforcement an observation signal makes (when it makes one)."""
+        return derived_id("rf", signal_id)
+
+    @classmethod
+    def of(cls, mark: Mark, signal: Signal, *, evidence: dict[str, Any], delta: float) -> Self:
+        """``signal`` said again what ``mark`` says: one reinforcement per signal."""
+        return cls(
+            id=cls.id_for_signal(signal.id),
+            mark_id=mark.id,
+            reinforced_at=signal.emitted_at,
+            reinforced_by=signal.source_id,
+            evidence=evidence,
+            strength_delta=delta,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,3 +136,33 @@ class Seed(_Record):
     reviewed_by: str | None = None
     created_at: datetime
     updated_at: datetime
+
+    @classmethod
+    def planted(
+        cls,
+        signal: Signal,
+        *,
+        subject: str,
+        proposed_change: str,
+        target_file: str,
+        based_on_marks: Sequence[str],
+    ) -> Self:
+        """A pending seed proposed by ``signal``'s emitter."""
+        return cls(
+            id=derived_id("sd", signal.id),
+            workspace_id=signal.workspace_id,
+            subject=subject,
+            proposed_change=proposed_change,
+            target_file=target_file,
+            based_on_marks=list(based_on_marks),
+            planted_at=signal.emitted_at,
+            planted_by=signal.source_id,
+            created_at=signal.emitted_at,
+            updated_at=signal.emitted_at,
+        )
+
+
+def derived_id(kind: str, *parts: str) -> str:
+    """A stable id from what made a record, so redelivery finds it instead of duplicating."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
+    return f"{kind}_{digest}"

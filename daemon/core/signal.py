@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -22,8 +23,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
-from daemon.core.clock import to_utc, utcnow
+from daemon.core.clock import SECONDS_PER_DAY, to_utc, utcnow
+from daemon.core.errors import FieldError, describe, field_errors
 
 SIGNAL_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
@@ -35,10 +38,23 @@ MAX_PAYLOAD_STRING = 64 * 1024
 MAX_LIST_ITEMS = 10_000
 MAX_AFFINITY = 64
 MAX_FUTURE_SKEW = timedelta(minutes=5)
-DEFAULT_DECAY_SECONDS = 14 * 86_400.0
+# Days are computed from emitted_at (yesterday, in any zone): keep far from datetime's edges.
+EARLIEST_EMITTED_AT = datetime(1900, 1, 1, tzinfo=UTC)
+DEFAULT_DECAY_SECONDS = 14 * SECONDS_PER_DAY
+DEFAULT_WORKSPACE = "default"
+TOO_LARGE = "too_large"  # the pydantic error type of a payload over MAX_PAYLOAD_BYTES
 
 ShortName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
-Tag = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+def _no_nul(text: str) -> str:
+    # PostgreSQL cannot store NUL in text: refused here, so every store sees the same signals.
+    if "\x00" in text:
+        raise ValueError("must not contain NUL characters (\\u0000)")
+    return text
+
+
+Tag = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_no_nul)]
 
 
 def new_signal_id() -> str:
@@ -48,7 +64,9 @@ def new_signal_id() -> str:
 class Signal(BaseModel):
     """A validated signal. Construct it with :meth:`parse` from untrusted input.
 
-    ``workspace_id`` may be left ``None``; the bus fills in its configured default.
+    ``workspace_id`` is always set: an emitter that leaves it out gets ``default`` here, and
+    the bus replaces that with its configured workspace (``model_fields_set`` tells them
+    apart).
     """
 
     model_config = ConfigDict(
@@ -67,14 +85,18 @@ class Signal(BaseModel):
     signal_class: ShortName = Field("knowledge", alias="class")
     source_layer: ShortName = "agent"
     source_id: ShortName
-    workspace_id: ShortName | None = None
+    workspace_id: ShortName = DEFAULT_WORKSPACE
     intensity: float = Field(0.7, ge=0.0, le=1.0, strict=True)
-    decay_rate: float = Field(DEFAULT_DECAY_SECONDS, ge=0.0, le=100 * 365 * 86_400.0, strict=True)
+    decay_rate: float = Field(
+        DEFAULT_DECAY_SECONDS, ge=0.0, le=100 * 365 * SECONDS_PER_DAY, strict=True
+    )
     cascade_potential: bool = Field(False, strict=True)
     payload: dict[str, Any] = Field(default_factory=dict)
     affinity: list[Tag] = Field(default_factory=list, max_length=MAX_AFFINITY)
     emitted_at: AwareDatetime = Field(default_factory=utcnow)
-    idempotency_key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    idempotency_key: (
+        Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_no_nul)] | None
+    ) = None
     correlation_id: ShortName | None = None
     causation_id: ShortName | None = None
 
@@ -93,8 +115,10 @@ class Signal(BaseModel):
         _check_json_value(payload, depth=0)
         size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
         if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(
-                f"serialized payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}"
+            raise PydanticCustomError(
+                TOO_LARGE,
+                "serialized payload is {size} bytes; the limit is {limit}",
+                {"size": size, "limit": MAX_PAYLOAD_BYTES},
             )
         return payload
 
@@ -105,26 +129,25 @@ class Signal(BaseModel):
         value = to_utc(value)
         if value > now + MAX_FUTURE_SKEW:
             raise ValueError("must not be more than 5 minutes in the future")
+        if value < EARLIEST_EMITTED_AT:
+            raise ValueError(f"must not be before {EARLIEST_EMITTED_AT.date().isoformat()}")
         return value
 
     @classmethod
     def parse(cls, data: Any, *, now: datetime | None = None) -> Signal:
         """Validate untrusted input (a dict or JSON text); raise :class:`SignalRejected`."""
         context = {"now": now} if now is not None else None
+        if isinstance(data, str | bytes):
+            data = _json_object(data)
         try:
-            if isinstance(data, str | bytes):
-                return cls.model_validate_json(data, context=context)
             return cls.model_validate(data, context=context)
         except ValidationError as exc:
-            raise SignalRejected(field_errors(exc)) from None
+            details = exc.errors()
+            rejected = SignalTooLarge if any(e["type"] == TOO_LARGE for e in details) else None
+            raise (rejected or SignalRejected)(field_errors(details)) from None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
-
-
-class FieldError(BaseModel):
-    field: str
-    message: str
 
 
 class SignalRejected(ValueError):
@@ -132,19 +155,38 @@ class SignalRejected(ValueError):
 
     def __init__(self, errors: list[FieldError]) -> None:
         self.errors = errors
-        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        super().__init__(describe(errors))
 
 
-def field_errors(exc: ValidationError) -> list[FieldError]:
-    errors = []
-    for error in exc.errors(include_url=False):
-        loc = ".".join(str(part) for part in error["loc"]) or "body"
-        errors.append(FieldError(field=loc, message=_plain(error["msg"])))
-    return errors
+class SignalTooLarge(SignalRejected):
+    """The signal's payload is over the size limit (HTTP answers 413, not 422)."""
 
 
-def _plain(message: str) -> str:
-    return message.removeprefix("Value error, ")
+def _json_object(text: str | bytes) -> Any:
+    """JSON text as Python values; a repeated key is refused (JSON parsers disagree about
+    which one wins, so the emitter cannot know what was stored)."""
+
+    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise _Repeated(repeated)
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=no_repeats)
+    except _Repeated as exc:
+        message = f"repeated key {', '.join(map(repr, exc.keys))} in a JSON object"
+    except RecursionError:
+        message = "JSON nested too deeply"
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        message = f"not valid JSON: {exc}"
+    raise SignalRejected([FieldError(field="body", message=message)])
+
+
+class _Repeated(Exception):
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
 
 
 def _check_json_value(value: Any, depth: int) -> None:
@@ -155,6 +197,7 @@ def _check_json_value(value: Any, depth: int) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError("object keys must be strings")
+            _no_nul(key)
             _check_json_value(item, depth + 1)
     elif isinstance(value, list):
         if len(value) > MAX_LIST_ITEMS:
@@ -164,6 +207,7 @@ def _check_json_value(value: Any, depth: int) -> None:
     elif isinstance(value, str):
         if len(value) > MAX_PAYLOAD_STRING:
             raise ValueError(f"a string is longer than {MAX_PAYLOAD_STRING} characters")
+        _no_nul(value)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("numbers must be finite")

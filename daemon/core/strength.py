@@ -13,8 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from daemon.core.clock import SECONDS_PER_DAY
+
+# The wither policy: an active mark whose current strength falls below this withers (the
+# nightly sweep); a repeated observation revives it.
 WITHER_THRESHOLD = 0.1
-SECONDS_PER_DAY = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,11 @@ def current_strength(
     for at, delta in reinforcements:
         raw += decayed(delta, at, now, half_life_days)
     return _clamp(raw)
+
+
+def withers(value: float) -> bool:
+    """Whether a mark of this current strength has faded enough to wither."""
+    return value < WITHER_THRESHOLD
 
 
 def _clamp(raw: float) -> float:

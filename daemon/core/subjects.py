@@ -18,8 +18,3 @@ def subject_matches(prefix: str, candidate: str) -> bool:
     p = normalize_subject(prefix)
     c = normalize_subject(candidate)
     return p == "" or c == p or c.startswith(p + ".")
-
-
-def escape_like(text: str, escape: str = "\\") -> str:
-    """Make ``text`` literal inside a SQL LIKE pattern (``%`` and ``_`` are wildcards)."""
-    return text.replace(escape, escape * 2).replace("%", escape + "%").replace("_", escape + "_")

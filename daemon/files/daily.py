@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -42,32 +41,18 @@ from pathlib import Path
 
 import structlog
 
+from daemon.core.days import InvalidDay, parse_day
 from daemon.files.fs import Folder, RefusedFile, open_folder, read_regular
 from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.daily")
 
-_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 SUFFIX = ".md"
 ARCHIVE = "archive"
 
 # In ranking, a line borrows this share of its neighbours' scores: in a log, the line that
 # answers something often sits next to the line that names it.
 NEIGHBOUR_WEIGHT = 0.3
-
-
-class InvalidDay(ValueError):
-    """A day that is not a real calendar date written ``YYYY-MM-DD``."""
-
-
-def parse_day(value: str) -> date:
-    """``value`` as a date, if it is exactly ``YYYY-MM-DD`` and a real calendar date."""
-    if _DAY.fullmatch(value):
-        try:
-            return date.fromisoformat(value)
-        except ValueError:
-            pass
-    raise InvalidDay(f"invalid day {value!r}: expected a real calendar date as YYYY-MM-DD")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,18 +22,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from daemon.config import Config
 from daemon.core.clock import iso, to_utc
 from daemon.core.records import Mark
-from daemon.core.strength import WITHER_THRESHOLD, Strength
+from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.files.compost import Compost, CompostHit
 from daemon.files.daily import DailyHit, DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
-from daemon.store import Store
-from daemon.store import marks as mark_store
+from daemon.store import Store, Tx
 
 T = TypeVar("T")
 
 Layer = Literal["substrate", "marks", "daily", "compost"]
 LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
+MAX_HORIZON_DAYS = 36_500
 _RELATIVE = re.compile(r"^(\d+)d$")
 
 
@@ -81,7 +81,10 @@ def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | Non
         return None
     relative = _RELATIVE.match(horizon)
     if relative:
-        return now - timedelta(days=int(relative[1]))
+        days = int(relative[1])
+        if not 1 <= days <= MAX_HORIZON_DAYS:
+            raise ValueError(f"must be 1d to {MAX_HORIZON_DAYS}d, or all")
+        return now - timedelta(days=days)
     try:
         if len(horizon) == 10:
             day = date.fromisoformat(horizon)
@@ -148,7 +151,7 @@ class RecallResult:
 
 
 @dataclass
-class Memory:
+class Layers:
     """The four layers recall reads, for one workspace."""
 
     store: Store
@@ -159,7 +162,7 @@ class Memory:
     zone: ZoneInfo
 
     @classmethod
-    def from_config(cls, config: Config, store: Store) -> Memory:
+    def from_config(cls, config: Config, store: Store) -> Layers:
         return cls(
             store=store,
             substrate=Substrate(config.paths.substrate),
@@ -170,7 +173,7 @@ class Memory:
         )
 
 
-def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
+def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
     """Blocking (database and files): call it from a worker thread in async code."""
     since = horizon_start(query.horizon, now, memory.zone) if query.horizon else None
     marks = _marks(query, memory, now, since) if "marks" in query.layers else []
@@ -199,23 +202,34 @@ def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
 
 
 def _marks(
-    query: RecallQuery, memory: Memory, now: datetime, since: datetime | None
+    query: RecallQuery, memory: Layers, now: datetime, since: datetime | None
 ) -> list[MarkHit]:
     states = (
         ("active", "promoted", "withered") if query.include_withered else ("active", "promoted")
     )
 
-    def read(connection: Any) -> list[MarkHit]:
-        scored = mark_store.score_marks(
-            connection, memory.workspace, query.about, states, now, reinforced_since=since
-        )
+    def read(tx: Tx) -> list[MarkHit]:
+        scored = tx.marks.score(memory.workspace, query.about, states, now, reinforced_since=since)
         strong = [s for s in scored if s.value >= query.min_strength]
         strong.sort(key=lambda s: (s.value, s.last_reinforced_at), reverse=True)
         best = strong[: query.limit]
-        found = mark_store.get_marks(connection, [s.mark_id for s in best])
+        found = tx.marks.get_many([s.mark_id for s in best])
         return [MarkHit(mark, s.breakdown(now)) for mark, s in zip(found, best, strict=True)]
 
-    return memory.store.read_now(read)
+    return memory.store.read_sync(read)
+
+
+def mark_made_by(tx: Tx, signal_id: str, now: datetime) -> MarkHit | None:
+    """The mark an observation signal created or reinforced, with its strength at ``now``."""
+    mark = tx.marks.made_by(signal_id)
+    if mark is None:
+        return None
+    boosts = tx.marks.reinforcements_of([mark.id]).get(mark.id, [])
+    parts = [(r.reinforced_at, r.strength_delta) for r in boosts]
+    return MarkHit(
+        mark,
+        strength(mark.initial_strength, mark.half_life_days, mark.first_observed_at, parts, now),
+    )
 
 
 def _evidence(daily: DailyLog, mark: Mark) -> DailyHit | None:

@@ -1,6 +1,12 @@
-"""The SQL store: engine set-up, the single group-committing writer, migrations, and the
-queries each table needs (one module per table family)."""
+"""The SQL store: engine set-up, the single group-committing writer, migrations, and one
+repository per table family (:class:`SignalLog`, :class:`Marks`, :class:`Seeds`) that names
+every database operation once and returns typed records.
 
-from daemon.store.engine import Store, make_engine
+May import ``daemon.core`` only."""
 
-__all__ = ["Store", "make_engine"]
+from daemon.store.engine import Store, Tx, make_engine
+from daemon.store.marks import Marks
+from daemon.store.seeds import Seeds
+from daemon.store.signal_log import SignalLog
+
+__all__ = ["Marks", "Seeds", "SignalLog", "Store", "Tx", "make_engine"]

@@ -7,7 +7,10 @@ write lock up front (``BEGIN IMMEDIATE``) instead of failing to upgrade a read l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +18,10 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.store.marks import Marks
+from daemon.store.rhythm_state import RhythmState
+from daemon.store.seeds import Seeds
+from daemon.store.signal_log import NewSignal, SignalLog, Stored
 from daemon.store.writer import Writer
 
 T = TypeVar("T")
@@ -27,8 +34,8 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if writer and parsed.database and parsed.database != ":memory:":
+        _create_private(Path(parsed.database).expanduser())
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
     begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
@@ -51,41 +58,146 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     return engine
 
 
+def _create_private(path: Path) -> None:
+    """The database file, private to the user (0600 in a 0700 directory it creates); SQLite
+    gives its -wal and -shm files the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+
+
+class StoreLost(RuntimeError):
+    """The database file was deleted or replaced while the daemon ran: nothing is written."""
+
+
+class StoreCorrupt(RuntimeError):
+    """The database cannot be used as it is; the message says what is wrong with it."""
+
+
+def check_sqlite_file(url: str) -> None:
+    """At start: a SQLite file that is not a database, or fails its quick check, is named as
+    such (instead of failing later with a message that does not say what is wrong)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return
+    path = Path(parsed.database).expanduser()
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+            problems = [row[0] for row in connection.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorrupt(f"{path} is not a usable SQLite database ({exc})") from None
+    if problems != ["ok"]:
+        raise StoreCorrupt(f"{path} is corrupt ({'; '.join(problems)}); restore it from a backup")
+
+
+class Tx:
+    """One transaction, and the repositories that work inside it."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @property
+    def signals(self) -> SignalLog:
+        return SignalLog(self.connection)
+
+    @property
+    def marks(self) -> Marks:
+        return Marks(self.connection)
+
+    @property
+    def seeds(self) -> Seeds:
+        return Seeds(self.connection)
+
+    @property
+    def rhythms(self) -> RhythmState:
+        return RhythmState(self.connection)
+
+
+def _append_signals(connection: Connection, new: Sequence[NewSignal]) -> list[Stored]:
+    return SignalLog(connection).append(new)
+
+
 class Store:
-    """The database as the daemon sees it: ``write`` goes through the one group-committing
-    :class:`Writer`; ``read`` runs on a pooled connection in a worker thread."""
+    """The database as the daemon sees it. Work is a function of a :class:`Tx`: ``write``
+    runs it in the one group-committing :class:`Writer`; ``read`` on a pooled connection in
+    a worker thread; the ``_sync`` variants in the caller's thread."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.reader = make_engine(url)
-        self.writer = Writer(make_engine(url, writer=True))
+        self._reader = make_engine(url)
+        self._writer = Writer(make_engine(url, writer=True), before_commit=self._check_file)
+        parsed = make_url(url)
+        self._file = (
+            Path(parsed.database).expanduser()
+            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, ":memory:")
+            else None
+        )
+        self._identity: tuple[int, int] | None = None
 
     @property
     def dialect(self) -> str:
-        return self.reader.dialect.name
+        return self._reader.dialect.name
+
+    @property
+    def writer_alive(self) -> bool:
+        return self._writer.alive
 
     def start(self) -> None:
-        self.writer.start()
+        if self._file is not None and self._file.exists():
+            info = self._file.stat()
+            self._identity = (info.st_dev, info.st_ino)
+        self._writer.start()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the database file is gone or replaced since :meth:`start`."""
+        try:
+            self._check_file()
+        except StoreLost:
+            return True
+        return False
+
+    def _check_file(self) -> None:
+        # SQLite keeps writing to a deleted (unlinked) file and reports success: every
+        # acknowledged write would vanish at the next start. Checked before each commit.
+        if self._identity is None or self._file is None:
+            return
+        try:
+            info = self._file.stat()
+        except FileNotFoundError:
+            raise StoreLost(f"the database {self._file} was deleted") from None
+        if (info.st_dev, info.st_ino) != self._identity:
+            raise StoreLost(f"the database {self._file} was replaced by another file")
 
     def close(self) -> None:
-        self.writer.stop()
-        self.writer.engine.dispose()
-        self.reader.dispose()
+        self._writer.stop()
+        self._writer.engine.dispose()
+        self._reader.dispose()
 
-    async def write(self, job: Callable[[Connection], T], *, durable: bool = True) -> T:
-        return await self.writer.submit(job, durable=durable)
+    async def append(self, new: NewSignal) -> Stored:
+        """Store a signal with its deliveries; return once that is durable. Signals that
+        arrive together are stored by one multi-row statement in one transaction."""
+        stored: Stored = await self._writer.submit_item(_append_signals, new)
+        return stored
 
-    async def read(self, query: Callable[[Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self.read_now, query)
+    async def write(self, job: Callable[[Tx], T], *, durable: bool = True) -> T:
+        return await self._writer.submit(lambda connection: job(Tx(connection)), durable=durable)
 
-    def read_now(self, query: Callable[[Connection], T]) -> T:
+    async def read(self, query: Callable[[Tx], T]) -> T:
+        return await anyio.to_thread.run_sync(self.read_sync, query)
+
+    def read_sync(self, query: Callable[[Tx], T]) -> T:
         """Synchronous read, for the CLI and for code already in a thread."""
-        with self.reader.connect() as connection, connection.begin():
-            return query(connection)
+        with self._reader.connect() as connection, connection.begin():
+            return query(Tx(connection))
 
-    def write_now(self, job: Callable[[Connection], T]) -> T:
+    def write_sync(self, job: Callable[[Tx], T]) -> T:
         """Synchronous write in its own transaction, bypassing the writer thread.
 
         Only for code that runs without a bus (``cambium db upgrade``, tests' fixtures)."""
-        with self.writer.engine.connect() as connection, connection.begin():
-            return job(connection)
+        with self._writer.engine.connect() as connection, connection.begin():
+            return job(Tx(connection))

@@ -1,4 +1,5 @@
-"""Queries on marks and their reinforcements."""
+"""Marks and their reinforcements: :class:`Marks` names every operation on them once and
+returns :class:`~daemon.core.records.Mark` records."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.core.records import Mark, Reinforcement
-from daemon.core.strength import WITHER_THRESHOLD, Strength, current_strength, strength
-from daemon.core.subjects import escape_like, normalize_subject
-from daemon.store.sql import insert_ignoring_duplicates
+from daemon.core.strength import Strength, current_strength, strength
+from daemon.core.subjects import normalize_subject
+from daemon.store.sql import escape_like, insert_ignoring_duplicates
 from daemon.store.tables import MarkTable, ReinforcementTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
@@ -25,26 +26,29 @@ reinforcements = ReinforcementTable.__table__  # type: ignore[attr-defined]
 
 MARK_STATES = ("active", "withered", "promoted")
 
-
-def _mark(row: Any) -> Mark:
-    return Mark.from_row(row._mapping)
+ObservationKey = tuple[str, str, str]  # workspace, normalized subject, observation text
 
 
 def fingerprint(subject: str, observation: str) -> str:
     return hashlib.sha256(f"{subject}\x1f{observation}".encode()).hexdigest()[:32]
 
 
-def insert_marks(connection: Connection, new: Sequence[Mark]) -> None:
-    """Insert marks in one statement, skipping ids already stored (ids are derived from
-    what made a mark, so a repeat is the same mark)."""
-    if new:
-        rows = [m.to_row() | {"fingerprint": fingerprint(m.subject, m.observation)} for m in new]
-        connection.execute(insert_ignoring_duplicates(marks, connection.dialect.name), rows)
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A mark's current strength, read without the rest of the mark."""
 
+    mark_id: str
+    value: float
+    last_reinforced_at: datetime
+    initial: float
+    half_life_days: float
+    first_observed_at: datetime
+    reinforcements: tuple[tuple[datetime, float], ...]
 
-def get_mark(connection: Connection, mark_id: str) -> Mark | None:
-    row = connection.execute(select(marks).where(marks.c.id == mark_id)).first()
-    return None if row is None else _mark(row)
+    def breakdown(self, now: datetime) -> Strength:
+        return strength(
+            self.initial, self.half_life_days, self.first_observed_at, self.reinforcements, now
+        )
 
 
 @cache
@@ -72,159 +76,14 @@ def _matching_query(
     return query
 
 
-def _matching(
-    connection: Connection,
-    columns: tuple[ColumnElement[Any], ...],
-    workspace: str,
-    prefix: str,
-    states: Sequence[str],
-    reinforced_since: datetime | None,
-) -> list[Any]:
-    subject = normalize_subject(prefix)
-    escaped = escape_like(subject)
-    query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
-    parameters = {
-        "workspace": workspace,
-        "subject": subject,
-        "under": escaped + "%",
-        "below": escaped + ".%",
-        "since": reinforced_since,
-    }
-    return list(connection.execute(query, parameters).all())
-
-
-def find_marks(
-    connection: Connection,
-    workspace: str,
-    prefix: str,
-    states: Sequence[str] = ("active",),
-    reinforced_since: datetime | None = None,
-) -> list[Mark]:
-    rows = _matching(connection, (marks,), workspace, prefix, states, reinforced_since)
-    return [_mark(row) for row in rows]
-
-
-def get_marks(connection: Connection, mark_ids: Sequence[str]) -> list[Mark]:
-    """The marks with these ids, in the order given."""
-    if not mark_ids:
-        return []
-    found = {
-        row.id: _mark(row)
-        for row in connection.execute(select(marks).where(marks.c.id.in_(mark_ids)))
-    }
-    return [found[i] for i in mark_ids if i in found]
-
-
-@dataclass(frozen=True, slots=True)
-class Scored:
-    """A mark's current strength, read without the rest of the mark."""
-
-    mark_id: str
-    value: float
-    last_reinforced_at: datetime
-    initial: float
-    half_life_days: float
-    first_observed_at: datetime
-    reinforcements: tuple[tuple[datetime, float], ...]
-
-    def breakdown(self, now: datetime) -> Strength:
-        return strength(
-            self.initial, self.half_life_days, self.first_observed_at, self.reinforcements, now
-        )
-
-
 _SCORING_COLUMNS = (
     marks.c.id,
     marks.c.initial_strength,
-    marks.c.decay_rate,
+    marks.c.half_life_days,
     marks.c.first_observed_at,
     marks.c.last_reinforced_at,
     marks.c.reinforcement_count,
 )
-
-
-def score_marks(
-    connection: Connection,
-    workspace: str,
-    prefix: str,
-    states: Sequence[str],
-    now: datetime,
-    reinforced_since: datetime | None = None,
-) -> list[Scored]:
-    """Every matching mark's strength at ``now``. Only the columns strength needs are read
-    (no JSON), so ranking many marks stays cheap; fetch the winners with :func:`get_marks`."""
-    rows = _matching(connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
-    boosts = {
-        mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
-        for mark_id, found in reinforcements_of(
-            connection, [row.id for row in rows if row.reinforcement_count]
-        ).items()
-    }
-    scored = []
-    for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
-        parts = boosts.get(mark_id, ())
-        value = current_strength(initial, half_life, first_observed, parts, now)
-        scored.append(
-            Scored(mark_id, value, last_reinforced, initial, half_life, first_observed, parts)
-        )
-    return scored
-
-
-ObservationKey = tuple[str, str, str]  # workspace, normalized subject, observation text
-
-
-def find_same_observations(
-    connection: Connection, keys: Iterable[ObservationKey]
-) -> dict[ObservationKey, Mark]:
-    """For each key, the oldest active or withered mark saying that (found by fingerprint
-    through an index, however long the text)."""
-    wanted = set(keys)
-    found: dict[ObservationKey, Mark] = {}
-    if not wanted:
-        return found
-    rows = connection.execute(
-        select(marks)
-        .where(
-            marks.c.workspace_id.in_({w for w, _, _ in wanted}),
-            marks.c.fingerprint.in_({fingerprint(s, o) for _, s, o in wanted}),
-            marks.c.state.in_(("active", "withered")),
-        )
-        .order_by(marks.c.first_observed_at)
-    )
-    for row in rows:
-        key = (row.workspace_id, row.subject, row.observation)
-        if key in wanted and key not in found:
-            found[key] = _mark(row)
-    return found
-
-
-def reinforce_many(connection: Connection, boosts: Sequence[tuple[Mark, Reinforcement]]) -> None:
-    """Record reinforcements (each id once), count them on their marks, revive withered ones.
-    ``Mark.last_reinforced_at`` must be the mark's stored value."""
-    if not boosts:
-        return
-    ids = [r.id for _, r in boosts]
-    stored = set(
-        connection.execute(
-            select(reinforcements.c.id).where(reinforcements.c.id.in_(ids))
-        ).scalars()
-    )
-    fresh = [(m, r) for m, r in boosts if r.id not in stored]
-    if not fresh:
-        return
-    connection.execute(insert(reinforcements), [r.to_row() for _, r in fresh])
-    counts: dict[str, int] = defaultdict(int)
-    latest: dict[str, datetime] = {}
-    for mark, reinforcement in fresh:
-        counts[mark.id] += 1
-        latest[mark.id] = max(
-            latest.get(mark.id, mark.last_reinforced_at), reinforcement.reinforced_at
-        )
-    connection.execute(
-        _COUNT_REINFORCEMENTS,
-        [{"mark_id": i, "n": counts[i], "at": latest[i]} for i in counts],
-    )
-
 
 _COUNT_REINFORCEMENTS = (
     update(marks)
@@ -238,33 +97,171 @@ _COUNT_REINFORCEMENTS = (
 )
 
 
-def reinforcements_of(
-    connection: Connection, mark_ids: Iterable[str]
-) -> dict[str, list[Reinforcement]]:
-    ids = list(mark_ids)
-    found: dict[str, list[Reinforcement]] = defaultdict(list)
-    for start in range(0, len(ids), 500):  # bounded IN lists
-        for row in connection.execute(
-            select(reinforcements)
-            .where(reinforcements.c.mark_id.in_(ids[start : start + 500]))
-            .order_by(reinforcements.c.reinforced_at)
-        ):
-            found[row.mark_id].append(Reinforcement.from_row(row._mapping))
-    return found
+class Marks:
+    """Every operation on marks and reinforcements, inside the transaction of ``connection``."""
 
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
 
-def set_state(connection: Connection, mark_ids: Sequence[str], state: str, now: datetime) -> int:
-    if not mark_ids:
-        return 0
-    result = connection.execute(
-        update(marks).where(marks.c.id.in_(mark_ids)).values(state=state, updated_at=now)
-    )
-    return result.rowcount
+    def insert(self, new: Sequence[Mark]) -> None:
+        """Insert marks in one statement, skipping ids already stored (ids are derived from
+        what made a mark, so a repeat is the same mark)."""
+        if new:
+            rows = [
+                m.to_row() | {"fingerprint": fingerprint(m.subject, m.observation)} for m in new
+            ]
+            self.connection.execute(
+                insert_ignoring_duplicates(marks, self.connection.dialect.name), rows
+            )
 
+    def get(self, mark_id: str) -> Mark | None:
+        row = self.connection.execute(select(marks).where(marks.c.id == mark_id)).first()
+        return None if row is None else Mark.from_row(row._mapping)
 
-def wither_sweep(connection: Connection, workspace: str, now: datetime) -> list[str]:
-    """Active marks whose current strength fell below the threshold become withered."""
-    scored = score_marks(connection, workspace, "", ("active",), now)
-    fading = [s.mark_id for s in scored if s.value < WITHER_THRESHOLD]
-    set_state(connection, fading, "withered", now)
-    return fading
+    def made_by(self, signal_id: str) -> Mark | None:
+        """The mark an observation signal created or reinforced, once it is delivered."""
+        mark = self.get(Mark.id_for_signal(signal_id))
+        if mark is not None:
+            return mark
+        mark_id = self.connection.execute(
+            select(reinforcements.c.mark_id).where(
+                reinforcements.c.id == Reinforcement.id_for_signal(signal_id)
+            )
+        ).scalar()
+        return None if mark_id is None else self.get(mark_id)
+
+    def get_many(self, mark_ids: Sequence[str]) -> list[Mark]:
+        """The marks with these ids, in the order given (unknown ids left out)."""
+        if not mark_ids:
+            return []
+        found = {
+            row.id: Mark.from_row(row._mapping)
+            for row in self.connection.execute(select(marks).where(marks.c.id.in_(mark_ids)))
+        }
+        return [found[i] for i in mark_ids if i in found]
+
+    def find(
+        self,
+        workspace: str,
+        prefix: str,
+        states: Sequence[str] = ("active",),
+        reinforced_since: datetime | None = None,
+    ) -> list[Mark]:
+        rows = self._matching((marks,), workspace, prefix, states, reinforced_since)
+        return [Mark.from_row(row._mapping) for row in rows]
+
+    def score(
+        self,
+        workspace: str,
+        prefix: str,
+        states: Sequence[str],
+        now: datetime,
+        reinforced_since: datetime | None = None,
+    ) -> list[Scored]:
+        """Every matching mark's strength at ``now``. Only the columns strength needs are
+        read (no JSON), so ranking many marks stays cheap; fetch the winners with
+        :meth:`get_many`."""
+        rows = self._matching(_SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+        boosts = {
+            mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
+            for mark_id, found in self.reinforcements_of(
+                [row.id for row in rows if row.reinforcement_count]
+            ).items()
+        }
+        scored = []
+        for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
+            parts = boosts.get(mark_id, ())
+            value = current_strength(initial, half_life, first_observed, parts, now)
+            scored.append(
+                Scored(mark_id, value, last_reinforced, initial, half_life, first_observed, parts)
+            )
+        return scored
+
+    def same_observations(self, keys: Iterable[ObservationKey]) -> dict[ObservationKey, Mark]:
+        """For each key, the oldest active or withered mark saying that (found by
+        fingerprint through an index, however long the text)."""
+        wanted = set(keys)
+        found: dict[ObservationKey, Mark] = {}
+        if not wanted:
+            return found
+        rows = self.connection.execute(
+            select(marks)
+            .where(
+                marks.c.workspace_id.in_({w for w, _, _ in wanted}),
+                marks.c.fingerprint.in_({fingerprint(s, o) for _, s, o in wanted}),
+                marks.c.state.in_(("active", "withered")),
+            )
+            .order_by(marks.c.first_observed_at)
+        )
+        for row in rows:
+            key = (row.workspace_id, row.subject, row.observation)
+            if key in wanted and key not in found:
+                found[key] = Mark.from_row(row._mapping)
+        return found
+
+    def reinforce(self, boosts: Sequence[tuple[Mark, Reinforcement]]) -> None:
+        """Record reinforcements (each id once), count them on their marks, revive withered
+        ones. ``Mark.last_reinforced_at`` must be the mark's stored value."""
+        if not boosts:
+            return
+        ids = [r.id for _, r in boosts]
+        stored = set(
+            self.connection.execute(
+                select(reinforcements.c.id).where(reinforcements.c.id.in_(ids))
+            ).scalars()
+        )
+        fresh = [(m, r) for m, r in boosts if r.id not in stored]
+        if not fresh:
+            return
+        self.connection.execute(insert(reinforcements), [r.to_row() for _, r in fresh])
+        counts: dict[str, int] = defaultdict(int)
+        latest: dict[str, datetime] = {}
+        for mark, reinforcement in fresh:
+            counts[mark.id] += 1
+            latest[mark.id] = max(
+                latest.get(mark.id, mark.last_reinforced_at), reinforcement.reinforced_at
+            )
+        self.connection.execute(
+            _COUNT_REINFORCEMENTS,
+            [{"mark_id": i, "n": counts[i], "at": latest[i]} for i in counts],
+        )
+
+    def reinforcements_of(self, mark_ids: Iterable[str]) -> dict[str, list[Reinforcement]]:
+        ids = list(mark_ids)
+        found: dict[str, list[Reinforcement]] = defaultdict(list)
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            for row in self.connection.execute(
+                select(reinforcements)
+                .where(reinforcements.c.mark_id.in_(ids[start : start + 500]))
+                .order_by(reinforcements.c.reinforced_at)
+            ):
+                found[row.mark_id].append(Reinforcement.from_row(row._mapping))
+        return found
+
+    def set_state(self, mark_ids: Sequence[str], state: str, now: datetime) -> int:
+        if not mark_ids:
+            return 0
+        result = self.connection.execute(
+            update(marks).where(marks.c.id.in_(mark_ids)).values(state=state, updated_at=now)
+        )
+        return result.rowcount
+
+    def _matching(
+        self,
+        columns: tuple[ColumnElement[Any], ...],
+        workspace: str,
+        prefix: str,
+        states: Sequence[str],
+        reinforced_since: datetime | None,
+    ) -> list[Any]:
+        subject = normalize_subject(prefix)
+        escaped = escape_like(subject)
+        query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
+        parameters = {
+            "workspace": workspace,
+            "subject": subject,
+            "under": escaped + "%",
+            "below": escaped + ".%",
+            "since": reinforced_since,
+        }
+        return list(self.connection.execute(query, parameters).all())

@@ -38,8 +38,8 @@ def upgrade(url: str, revision: str = "head") -> None:
 
     from daemon.store.engine import make_engine
 
-    # Creating the engine through make_engine sets WAL mode on a new SQLite file first.
-    make_engine(url).dispose()
+    # A writer's engine creates a new SQLite file private to the user (0600).
+    make_engine(url, writer=True).dispose()
     command.upgrade(alembic_config(url), revision)
 
 

@@ -32,3 +32,14 @@ def insert_or_ignore(connection: Connection, table: Table, row: dict[str, Any]) 
     instead of a look-up and an insert. True if it was inserted."""
     statement = _insert_returning_key(table, connection.dialect.name)
     return connection.execute(statement, row).first() is not None
+
+
+def escape_like(text: str, escape: str = "\\") -> str:
+    """Make ``text`` literal inside a SQL LIKE pattern (``%`` and ``_`` are wildcards)."""
+    return text.replace(escape, escape * 2).replace("%", escape + "%").replace("_", escape + "_")
+
+
+def text_for_store(text: str, max_chars: int) -> str:
+    """``text`` as every store accepts it: PostgreSQL refuses NUL in text, so it is shown as
+    ``\\x00``; cut to ``max_chars``."""
+    return text.replace("\x00", "\\x00")[:max_chars]

@@ -115,7 +115,7 @@ class MarkTable(SQLModel, table=True):
     fingerprint: str = Field(default="", max_length=64)
     evidence: dict[str, Any] = _json(dict)
     initial_strength: float
-    decay_rate: float  # half-life in days; 0 = no decay
+    half_life_days: float  # 0 = no decay
     observed_by: str = Field(max_length=128)
     first_observed_at: datetime = _instant()
     last_reinforced_at: datetime = _instant()

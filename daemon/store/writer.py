@@ -46,6 +46,10 @@ class WriterClosed(RuntimeError):
     """The writer is stopped; nothing was written."""
 
 
+def _ok() -> None:
+    pass
+
+
 def _run_jobs(connection: Connection, jobs: Sequence[Callable[[Connection], Any]]) -> list[Any]:
     return [job(connection) for job in jobs]
 
@@ -61,8 +65,11 @@ class _Work:
 
 
 class Writer:
-    def __init__(self, engine: Engine, *, max_batch: int = 512) -> None:
+    def __init__(
+        self, engine: Engine, *, max_batch: int = 512, before_commit: Callable[[], None] = _ok
+    ) -> None:
         self.engine = engine
+        self.before_commit = before_commit
         self.max_batch = max_batch
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -141,6 +148,12 @@ class Writer:
         self.batches += 1
         self.jobs += len(batch)
         durable = any(work.durable for work in batch)
+        try:
+            self.before_commit()
+        except Exception as exc:  # the store cannot take this batch: nothing is written
+            for work in batch:
+                work.future.set_exception(exc)
+            return
         try:
             self._set_durability(connection, durable)
             with connection.begin():

@@ -30,8 +30,11 @@ from typing import Any
 
 import httpx
 import pytest
-from daemon_process import DaemonHome, running
 from observations import observation
+
+from daemon.testing import DaemonHome, running
+
+pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 
 EMITTERS = 4
 RUN = "crash"

@@ -30,8 +30,11 @@ from typing import Any
 
 import httpx
 import pytest
-from daemon_process import DaemonHome, running
 from test_crash_recovery import PATIENCE, Database, drained, wait_until
+
+from daemon.testing import DaemonHome, running
+
+pytestmark = pytest.mark.subprocess  # the real daemon as a subprocess
 
 DAY = date(2026, 11, 28)
 APPENDERS = 4

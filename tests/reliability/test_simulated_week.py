@@ -29,14 +29,11 @@ import pytest
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.config import parse_config
-from daemon.core.records import Mark
+from daemon.core.records import Mark, derived_id
 from daemon.files.daily import DailyLog
 from daemon.store import Store
-from daemon.store import marks as mark_store
-from daemon.store import seeds as seed_store
-from daemon.store.signal_log import open_delivery_counts
+from daemon.store.marks import MARK_STATES
 from receptors import build_receptors
-from receptors.common import derived_id
 from rhythms.template import bundled_templates, next_slot
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -90,7 +87,7 @@ class Week:
             {"subject": subject, "observation": observation, "evidence": {"note": "chat"}},
         )
         self.observed += 1
-        mark = self.store.read_now(lambda c: mark_store.get_mark(c, derived_id("mk", signal_id)))
+        mark = self.store.read_sync(lambda tx: tx.marks.get(Mark.id_for_signal(signal_id)))
         assert mark is not None
         return mark
 
@@ -186,17 +183,15 @@ async def test_a_simulated_week_keeps_every_line_and_every_promise(
         await live_a_week(week, FIRST_DAY)
 
     assert digests(home) == before, "the substrate is untouched, seeds accepted or not"
-    counts = store.read_now(open_delivery_counts)
-    assert (counts["pending"], counts["dead"]) == (0, 0), "nothing pending, nothing dead"
+    counts = store.read_sync(lambda tx: tx.signals.open_counts())
+    assert (counts.pending, counts.dead) == (0, 0), "nothing pending, nothing dead"
 
     assert daily.days(archived=False) == [], "every day was consolidated and archived"
     for day, lines in week.written.items():
         kept = (daily.read(day, archived=True) or []) + (daily.read(day) or [])
         assert kept == lines, f"{day}: every line written, in order, once"
 
-    marks = store.read_now(
-        lambda c: mark_store.find_marks(c, "default", "", mark_store.MARK_STATES)
-    )
+    marks = store.read_sync(lambda tx: tx.marks.find("default", "", MARK_STATES))
     from_log = [m for m in marks if "daily_file" in m.evidence]
     for mark in from_log:
         hit = daily.evidence(mark.evidence["daily_file"], tuple(mark.evidence["line_range"]))
@@ -208,9 +203,7 @@ async def test_a_simulated_week_keeps_every_line_and_every_promise(
     assert len(from_log) == len(obs_lines), "one mark per OBS line, none twice"
     assert len(marks) - len(from_log) == week.observed, "one mark per observation signal"
 
-    seeds = {
-        s.target_file: s for s in store.read_now(lambda c: seed_store.list_seeds(c, "default"))
-    }
+    seeds = {s.target_file: s for s in store.read_sync(lambda tx: tx.seeds.listing("default"))}
     assert seeds["long-term/lessons.md"].state == "accepted"
     assert seeds["SOUL.md"].state == "rejected"
     promoted = {m.id for m in marks if m.state == "promoted"}

@@ -1,0 +1,59 @@
+"""What the routes need from the running daemon, handed to them as FastAPI dependencies,
+and the errors they raise."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated
+
+import anyio
+from fastapi import Depends, Request
+
+from daemon.bus import SignalBus
+from daemon.core.clock import Clock
+from daemon.core.errors import FieldError
+from daemon.services.recall import Layers
+
+MAX_WAIT_SECONDS = 30.0
+
+
+@dataclass
+class Services:
+    """The running daemon as the API sees it."""
+
+    bus: SignalBus
+    layers: Layers
+    clock: Clock
+    next_fires: Callable[[], dict[str, datetime | None]] = dict
+    started: float = field(default_factory=time.monotonic)
+    # One review at a time: two people reviewing the same seed at once get 200 and 409, not
+    # a dead delivery that looks like work left to do.
+    reviewing: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class Problem(Exception):
+    """An answer other than success: ``status``, a readable ``detail``, field errors."""
+
+    def __init__(self, status: int, detail: str, errors: list[FieldError] | None = None) -> None:
+        self.status = status
+        self.detail = detail
+        self.errors = errors or []
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+Running = Annotated[Services, Depends(_services)]
+
+
+async def settle(services: Services, signal_id: str, wait: float) -> dict[str, str]:
+    """Each receptor's delivery status for the signal, after waiting up to ``wait`` seconds
+    for none to be pending."""
+    with anyio.move_on_after(wait):
+        return await services.bus.settled(signal_id)
+    return await services.bus.store.read(lambda tx: tx.signals.status(signal_id))

@@ -1,0 +1,37 @@
+"""``/v1/recall``: what the memory knows about something."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter
+
+from daemon.api.deps import Running
+from daemon.services.recall import RecallQuery, recall
+
+router = APIRouter(prefix="/v1/recall", tags=["recall"])
+
+
+@router.get("", summary="What the memory knows about something")
+async def recall_route(
+    services: Running,
+    about: str,
+    layers: str | None = None,
+    horizon: str | None = None,
+    min_strength: float | None = None,
+    limit: int = 10,
+    include_withered: bool = False,
+) -> dict[str, Any]:
+    query = RecallQuery.model_validate(
+        {
+            "about": about,
+            "horizon": horizon,
+            "min_strength": min_strength,
+            "limit": limit,
+            "include_withered": include_withered,
+        }
+        | ({"layers": layers} if layers is not None else {})
+    )
+    result = await anyio.to_thread.run_sync(recall, query, services.layers, services.clock())
+    return result.to_json()

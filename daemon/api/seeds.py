@@ -1,0 +1,70 @@
+"""``/v1/seeds``: list seeds, review one (through a ``memory.seed_reviewed`` signal, so the
+log stays the audit trail)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from daemon.api.deps import Problem, Running, Services, settle
+from daemon.core.clock import iso
+from daemon.core.records import Seed
+from daemon.services.review import ReviewRefused, reviewable
+
+router = APIRouter(prefix="/v1/seeds", tags=["seeds"])
+
+REVIEW_WAIT_SECONDS = 10.0
+
+
+class Review(BaseModel):
+    decision: Literal["accepted", "rejected"]
+    reviewer: str = Field(min_length=1, max_length=128)
+
+
+def seed_json(seed: Seed) -> dict[str, Any]:
+    return {k: iso(v) if isinstance(v, datetime) else v for k, v in seed.to_row().items()}
+
+
+@router.get("", summary="Seeds, newest first")
+async def list_seeds(
+    services: Running, state: Literal["pending", "accepted", "rejected"] | None = None
+) -> list[dict[str, Any]]:
+    workspace = services.layers.workspace
+    found = await services.bus.store.read(lambda tx: tx.seeds.listing(workspace, state))
+    return [seed_json(s) for s in found]
+
+
+@router.post("/{seed_id}/review", summary="Accept or reject a pending seed")
+async def review_seed(seed_id: str, review: Review, services: Running) -> JSONResponse:
+    async with services.reviewing:
+        return await _review(seed_id, review, services)
+
+
+async def _review(seed_id: str, review: Review, services: Services) -> JSONResponse:
+    store, workspace = services.bus.store, services.layers.workspace
+    try:
+        await store.read(lambda tx: reviewable(tx, workspace, seed_id))
+    except ReviewRefused as exc:
+        raise Problem(exc.status, str(exc)) from None
+    stored = await services.bus.emit_raw(
+        {
+            "type": "memory.seed_reviewed",
+            "source_id": "review",
+            "source_layer": "human",
+            "workspace_id": workspace,
+            "payload": {"seed_id": seed_id, **review.model_dump()},
+        }
+    )
+    status = await settle(services, stored.id, REVIEW_WAIT_SECONDS)
+    if status.get("seeds") == "dead":
+        detail = await store.read(lambda tx: tx.signals.get(stored.id))
+        error = detail.deliveries[0].last_error if detail and detail.deliveries else None
+        raise Problem(409, error or "review refused")
+    seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
+    assert seed is not None
+    code = 200 if seed.state != "pending" else 202
+    return JSONResponse(seed_json(seed) | {"signal_id": stored.id}, status_code=code)

@@ -1,0 +1,56 @@
+"""``/v1/signals``: emit, show, retry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from daemon.api.deps import MAX_WAIT_SECONDS, Problem, Running, settle
+from daemon.core.signal import Signal
+
+router = APIRouter(prefix="/v1/signals", tags=["signals"])
+
+Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for delivery")
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Emit a signal; answered once it is durable",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": Signal.model_json_schema(by_alias=True)}},
+        }
+    },
+    responses={200: {"description": "Already stored (duplicate)"}, 413: {}, 422: {}, 503: {}},
+)
+async def emit(request: Request, services: Running, wait: float = Wait) -> JSONResponse:
+    stored = await services.bus.emit_raw(await request.body())
+    body: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
+    if wait:
+        body["deliveries"] = await settle(services, stored.id, wait)
+    return JSONResponse(body, status_code=200 if stored.duplicate else 201)
+
+
+@router.get("/{signal_id}", summary="A signal and its deliveries")
+async def show(signal_id: str, services: Running) -> dict[str, Any]:
+    found = await services.bus.store.read(lambda tx: tx.signals.get(signal_id))
+    if found is None:
+        raise Problem(404, f"no signal {signal_id}")
+    return found.to_json()
+
+
+@router.post("/{signal_id}/retry", summary="Deliver a signal's dead deliveries again")
+async def retry(signal_id: str, services: Running, wait: float = Wait) -> dict[str, Any]:
+    if await services.bus.store.read(lambda tx: tx.signals.get(signal_id)) is None:
+        raise Problem(404, f"no signal {signal_id}")
+    revived = await services.bus.retry(signal_id)
+    if not revived:
+        raise Problem(409, f"signal {signal_id} has no dead delivery to retry")
+    body: dict[str, Any] = {"id": signal_id, "revived": revived}
+    if wait:
+        body["deliveries"] = await settle(services, signal_id, wait)
+    return body

@@ -1,0 +1,233 @@
+"""The HTTP API in process: the real app, bus and store, reached through httpx's
+ASGITransport (no socket, no subprocess), with the guards the daemon puts in front of it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support import FAST_RETRY, T0
+
+from daemon.api.app import create_app
+from daemon.api.deps import Services
+from daemon.api.guards import BodyLimit, RequireToken
+from daemon.bus import SignalBus
+from daemon.config import parse_config
+from daemon.core.signal import MAX_PAYLOAD_BYTES
+from daemon.services.recall import Layers
+from daemon.store import Store
+from receptors import build_receptors
+
+TOKEN = "s3cret-token-of-enough-length"
+BODY_LIMIT = 1024 * 1024
+OBSERVATION = {
+    "type": "memory.observation",
+    "source_id": "agent",
+    "payload": {
+        "subject": "user.food",
+        "observation": "likes figs",
+        "evidence": {"note": "said so"},
+    },
+}
+PLANT = {
+    "type": "memory.seed_planted",
+    "source_id": "agent",
+    "payload": {"subject": "user.food", "proposed_change": "x", "target_file": "a.md"},
+}
+
+
+@asynccontextmanager
+async def serving(
+    store: Store, root: Path, token: str | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The API as the Unix socket serves it (body limit), or as loopback TCP does (behind
+    the bearer token too), with a running bus for the workspace ``home``."""
+    config = parse_config(
+        {"workspace": "home", "paths": {"daily": str(root / "daily"), "compost": str(root / "c")}}
+    )
+    layers = Layers.from_config(config, store)
+    receptors = build_receptors(config, store, layers.daily)
+    async with SignalBus(store, receptors, workspace="home", retry=FAST_RETRY) as bus:
+        services = Services(bus=bus, layers=layers, clock=lambda: T0)
+        app: Any = BodyLimit(create_app(services), BODY_LIMIT)
+        if token:
+            app = RequireToken(app, token)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:
+            yield client
+
+
+def fields(response: httpx.Response) -> list[str]:
+    return [e["field"] for e in response.json()["errors"]]
+
+
+@pytest.mark.asyncio
+async def test_an_emit_is_answered_once_durable_and_delivered(store: Store, tmp_path: Path) -> None:
+    async with serving(store, tmp_path) as api:
+        answer = await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})
+        assert answer.status_code == 201
+        assert answer.json()["deliveries"] == {"observation": "delivered"}
+        shown = (await api.get(f"/v1/signals/{answer.json()['id']}")).json()
+        assert shown["workspace_id"] == "home"  # the bus's workspace, not the model's default
+        assert shown["deliveries"][0]["status"] == "delivered"
+        recalled = (await api.get("/v1/recall", params={"about": "user.food"})).json()
+        assert [m["observation"] for m in recalled["marks"]] == ["likes figs"]
+
+
+@pytest.mark.asyncio
+async def test_bad_input_is_422_naming_the_field(store: Store, tmp_path: Path) -> None:
+    async with serving(store, tmp_path) as api:
+        bad = await api.post("/v1/signals", json={**OBSERVATION, "intensity": 2})
+        assert bad.status_code == 422 and fields(bad) == ["intensity"]
+        assert (await api.post("/v1/signals", content=b"{not json")).status_code == 422
+        limit = await api.get("/v1/recall", params={"about": "x", "limit": 0})
+        assert limit.status_code == 422 and fields(limit) == ["limit"]
+        assert (await api.get("/v1/signals")).status_code in (404, 405)
+
+
+@pytest.mark.asyncio
+async def test_unknown_things_are_404_and_conflicts_409(store: Store, tmp_path: Path) -> None:
+    async with serving(store, tmp_path) as api:
+        assert (await api.get("/v1/signals/nope")).status_code == 404
+        assert (await api.post("/v1/signals/nope/retry")).status_code == 404
+        review = {"decision": "accepted", "reviewer": "ada"}
+        assert (await api.post("/v1/seeds/nope/review", json=review)).status_code == 404
+        stored = (await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})).json()
+        retry = await api.post(f"/v1/signals/{stored['id']}/retry")
+        assert retry.status_code == 409 and "no dead delivery" in retry.json()["detail"]
+
+
+@pytest.mark.asyncio
+async def test_a_seed_is_reviewed_once_and_only_in_its_workspace(
+    store: Store, tmp_path: Path
+) -> None:
+    async with serving(store, tmp_path) as api:
+        elsewhere = await api.post(
+            "/v1/signals", json=PLANT | {"workspace_id": "other"}, params={"wait": 5}
+        )
+        assert elsewhere.json()["deliveries"] == {"seeds": "delivered"}
+        await api.post("/v1/signals", json=PLANT | {"idempotency_key": "p1"}, params={"wait": 5})
+        [ours] = (await api.get("/v1/seeds")).json()
+        [theirs] = store.read_sync(lambda tx: tx.seeds.listing("other"))
+        review = {"decision": "accepted", "reviewer": "ada"}
+        # The other workspace's seed is not there for this daemon's reviewers.
+        assert (await api.post(f"/v1/seeds/{theirs.id}/review", json=review)).status_code == 404
+        assert store.read_sync(lambda tx: tx.seeds.get(theirs.id, "other")).state == "pending"
+        accepted = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
+        assert accepted.status_code == 200 and accepted.json()["state"] == "accepted"
+        again = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
+        assert again.status_code == 409 and "already accepted" in again.json()["detail"]
+
+
+@pytest.mark.asyncio
+async def test_too_large_is_413_declared_streamed_or_as_a_payload(
+    store: Store, tmp_path: Path
+) -> None:
+    async with serving(store, tmp_path) as api:
+        declared = await api.post("/v1/signals", content=b"x" * (BODY_LIMIT + 1))
+        assert declared.status_code == 413
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked
+            for _ in range(BODY_LIMIT // 65536 + 2):
+                yield b" " * 65536
+
+        streamed = await api.post("/v1/signals", content=chunks())
+        assert streamed.status_code == 413
+        big = {**OBSERVATION, "payload": {**OBSERVATION["payload"], "pad": "x" * 60_000}}
+        big["payload"]["more"] = ["y" * 60_000] * 4  # over 256 KiB, under the body limit
+        payload = await api.post("/v1/signals", json=big)
+        assert payload.status_code == 413, payload.text
+        assert fields(payload) == ["payload"] and str(MAX_PAYLOAD_BYTES) in payload.text
+        assert (await api.get("/v1/health")).json()["deliveries"] == {"pending": 0, "dead": 0}
+
+
+@pytest.mark.asyncio
+async def test_tcp_needs_the_bearer_token_in_any_case(store: Store, tmp_path: Path) -> None:
+    async with serving(store, tmp_path, TOKEN) as tcp_api:
+        assert (await tcp_api.get("/v1/health")).status_code == 401
+        wrong = await tcp_api.get("/v1/health", headers={"Authorization": "Bearer wrong"})
+        assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            right = await tcp_api.get("/v1/health", headers={"Authorization": f"{scheme} {TOKEN}"})
+            assert right.status_code == 200, scheme
+
+
+@pytest.mark.asyncio
+async def test_hostile_values_are_422_on_every_store(store: Store, tmp_path: Path) -> None:
+    """The same bad-input corpus on SQLite and PostgreSQL, the same outcome: 422 naming the
+    field, nothing stored, nothing stalled."""
+    corpus: list[tuple[dict[str, Any] | bytes, str]] = [
+        (
+            {**OBSERVATION, "payload": {**OBSERVATION["payload"], "observation": "a\x00b"}},
+            "payload",
+        ),
+        ({**OBSERVATION, "payload": {"sub\x00ject": "x"}}, "payload"),
+        ({**OBSERVATION, "idempotency_key": "key\x00"}, "idempotency_key"),
+        ({**OBSERVATION, "affinity": ["tag\x00"]}, "affinity.0"),
+        ({**OBSERVATION, "emitted_at": "0001-01-01T00:00:00+01:00"}, "emitted_at"),
+        ({**OBSERVATION, "emitted_at": "9999-12-31T23:59:59-05:00"}, "emitted_at"),
+        ({**OBSERVATION, "emitted_at": "1899-12-31T00:00:00Z"}, "emitted_at"),
+        (b'{"type": "a.b", "type": "c.d", "source_id": "x"}', "body"),
+        (b'{"type": "a.b", "source_id": "x", "payload": {"k": 1, "k": 2}}', "body"),
+        (b"[" * 100_000, "body"),
+        (b'{"type": "a.b", "source_id": "x", "intensity": NaN}', "intensity"),
+    ]
+    async with serving(store, tmp_path) as api:
+        for body, field in corpus:
+            sent = {"content": body} if isinstance(body, bytes) else {"json": body}
+            answer = await api.post("/v1/signals", **sent)  # type: ignore[arg-type]
+            assert answer.status_code == 422, (body, answer.text)
+            assert fields(answer)[0] == field, (body, answer.text)
+        for horizon in ("100000000d", "0d", "0001-01-01T00:00:00+01:00"):
+            answer = await api.get("/v1/recall", params={"about": "x", "horizon": horizon})
+            assert answer.status_code == 422 and fields(answer) == ["horizon"], horizon
+        assert (await api.get("/v1/signals/x", params={})).status_code == 404
+        health = (await api.get("/v1/health")).json()
+    assert health["deliveries"] == {"pending": 0, "dead": 0}
+    assert store.read_sync(lambda tx: tx.signals.listing()) == []
+
+
+@pytest.mark.asyncio
+async def test_concurrent_reviews_of_one_seed_leave_no_dead_delivery(
+    store: Store, tmp_path: Path
+) -> None:
+    async with serving(store, tmp_path) as api:
+        await api.post("/v1/signals", json=PLANT, params={"wait": 5})
+        [seed] = (await api.get("/v1/seeds")).json()
+        reviews = [
+            api.post(f"/v1/seeds/{seed['id']}/review", json={"decision": d, "reviewer": r})
+            for d, r in (("accepted", "ada"), ("rejected", "bob"), ("accepted", "cy"))
+        ]
+        answers = await asyncio.gather(*reviews)
+        health = (await api.get("/v1/health")).json()
+    assert sorted(a.status_code for a in answers) == [200, 409, 409]
+    assert health["deliveries"] == {"pending": 0, "dead": 0}
+
+
+@pytest.mark.asyncio
+async def test_a_body_that_never_finishes_is_408(store: Store, tmp_path: Path) -> None:
+    never = asyncio.Event()
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"type": "a.b",'
+        await never.wait()  # the rest never comes
+
+    async with serving(store, tmp_path) as api:
+        guard = BodyLimit(api._transport.app, BODY_LIMIT, timeout_seconds=0.2)  # type: ignore[attr-defined]
+        transport = httpx.ASGITransport(app=guard)
+        async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as slow:
+            answer = await slow.post("/v1/signals", content=trickle())
+    assert answer.status_code == 408 and "not received within 0.2 s" in answer.json()["detail"]
+
+
+@pytest.mark.asyncio
+async def test_no_page_loads_anything_from_outside(store: Store, tmp_path: Path) -> None:
+    async with serving(store, tmp_path) as api:
+        assert (await api.get("/docs")).status_code == 404
+        assert (await api.get("/redoc")).status_code == 404
+        assert (await api.get("/openapi.json")).json()["info"]["title"] == "Cambium Memory"
