@@ -237,7 +237,7 @@ def test_sigkill_ten_times_during_merges(tmp_path: Path) -> None:
 def hashes_outside(home: DaemonHome, daily: Path) -> dict[str, str]:
     """Every file under the home but outside the daily directory, except what the daemon
     owns there (its database, log and socket)."""
-    own = {"cambium.db", "cambium.db-wal", "cambium.db-shm", "daemon.log"}
+    own = {"cambium.db", "cambium.db-wal", "cambium.db-shm", "cambium.db.lock", "daemon.log"}
     found = {}
     for path in sorted(home.root.rglob("*")):
         if daily in path.parents or path == daily or path.name in own or path.is_symlink():
