@@ -144,13 +144,29 @@ def test_bad_input_exits_2_with_a_message_even_with_the_daemon_down(home: Daemon
 
 
 def test_read_commands_without_a_database_say_how_to_get_one(home: DaemonHome) -> None:
-    for args in (["memory", "recall", "user"], ["memory", "seeds"], ["signals"]):
+    for args in (["memory", "seeds"], ["signals"]):
         message = fails(home, 1, *args)
         assert "no database at" in message and "run `cambium db upgrade`" in message
     assert not (home.root / "cambium.db").exists(), "reading creates no database"
     assert "database at revision" in ok(home, "db", "upgrade")
     assert ok(home, "signals") == "no signals\n"
     assert as_json(home, "memory", "seeds") == []
+
+
+def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
+    home: DaemonHome,
+) -> None:
+    """Issue 11, finding 15: both failed with "no database" though the files were there."""
+    (home.root / "memory/long-term/food.md").write_text("# Food\nLentil soup on Fridays.\n")
+    (home.root / "memory/daily/2026-11-30.md").write_text("lentil soup for lunch\n")
+    answer = as_json(home, "memory", "recall", "lentil", "--horizon", "all")
+    assert answer["marks"] == []
+    assert [hit["date"] for hit in answer["daily"]] == ["2026-11-30"]
+    assert [Path(hit["file"]).name for hit in answer["substrate"]] == ["food.md"]
+    assert "lentil soup for lunch" in ok(home, "memory", "recall", "lentil", "--horizon", "all")
+    listed = as_json(home, "memory", "substrate")
+    assert [Path(f["path"]).name for f in listed["files"]] == ["food.md"]
+    assert not (home.root / "cambium.db").exists(), "reading creates no database"
 
 
 def test_json_outputs_and_how_strength_is_explained(home: DaemonHome) -> None:

@@ -248,7 +248,7 @@ def test_a_daemon_down_over_the_nightly_slot_fires_it_once_at_start(home: Daemon
     key, payload = fired()[0]
     assert key == f"rhythm:consolidation:{slot.isoformat().replace('+00:00', 'Z')}"
     berlin_day = slot.astimezone(ZoneInfo("Europe/Berlin")).date()
-    assert payload == {"date": (berlin_day - timedelta(days=1)).isoformat()}
+    assert payload == {"through": (berlin_day - timedelta(days=1)).isoformat()}
     next_fire = datetime.fromisoformat(health["rhythms"]["consolidation"].replace("Z", "+00:00"))
     assert next_fire.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") == "03:00"
     with running(home):

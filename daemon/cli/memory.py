@@ -19,10 +19,12 @@ from daemon.cli.common import (
     Number,
     config_option,
     day_option,
+    files_only_store,
     idempotency_option,
     json_option,
     load,
     login_name,
+    missing_database,
     print_json,
     reading_store,
     remember_config,
@@ -133,8 +135,16 @@ def recall(
     except ValidationError as exc:
         raise BadInput("; ".join(_option_error(e) for e in exc.errors())) from None
     config = load(config_path)
-    with reading_store(config) as store:
-        result = run_recall(query, open_memory(config, store), utcnow())
+    if missing_database(config) is None:
+        with reading_store(config) as store:
+            result = run_recall(query, open_memory(config, store), utcnow())
+    else:
+        # Before the first start there are no marks yet: the files answer on their own.
+        without_marks = tuple(layer for layer in query.layers if layer != "marks")
+        with files_only_store() as store:
+            memory = open_memory(config, store)
+            files = query.model_copy(update={"layers": without_marks})
+            result = run_recall(files, memory, utcnow())
     if output == "context":
         from daemon.services.context import render
 
@@ -247,7 +257,9 @@ def note(
     payload = {"text": text, "date": day.isoformat()}
     answer = _send(config, "memory.daily_note", login_name(), payload, idempotency_key)
     if (answer.deliveries or {}).get("daily") == "delivered":
-        click.echo(f"noted in {config.paths.daily / f'{day.isoformat()}.md'}")
+        from daemon.files.daily import DailyLog
+
+        click.echo(f"noted in {DailyLog(config.paths.daily).path(day)}")
 
 
 @memory.command()
@@ -267,8 +279,10 @@ def consolidate(day: date | None, idempotency_key: str | None, config_path: Path
     """
     config = load(config_path)
     day = day or _today(config) - timedelta(days=1)
-    name = f"{day.isoformat()}.md"
-    live, archived = config.paths.daily / name, config.paths.daily / "archive" / name
+    from daemon.files.daily import DailyLog
+
+    daily = DailyLog(config.paths.daily)
+    live, archived = daily.path(day), daily.path(day, archived=True)
     was_live = live.exists()
     payload = {"date": day.isoformat()}
     answer = _send(config, "memory.consolidate", login_name(), payload, idempotency_key)

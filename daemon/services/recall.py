@@ -6,8 +6,8 @@
   ``min_strength``, last reinforced within the horizon; strongest first, then most recent.
   An empty ``about`` matches every mark.
 - substrate: ranked text hits, plus every substrate file the returned marks reference.
-- daily: ranked text hits in live files and in archived ones within the horizon (default
-  7 days), plus the very log lines the returned marks cite as evidence.
+- daily: ranked text hits in live and archived files within the horizon (default 7 days),
+  plus the very log lines the returned marks cite as evidence.
 - compost: learnings of retired agents, grouped and ranked.
 """
 
@@ -202,7 +202,7 @@ def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
         evidence = [hit for h in marks if (hit := _evidence(memory.daily, h.mark)) is not None]
         found = memory.daily.search(
             query.about,
-            archived_since=daily_since.astimezone(memory.zone).date() if daily_since else None,
+            since=daily_since.astimezone(memory.zone).date() if daily_since else None,
             limit=query.limit,
         )
         daily = _unique(evidence + found, key=_lines)
