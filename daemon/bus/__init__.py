@@ -7,6 +7,7 @@ from daemon.bus.receptor import (
     Receptor,
     StoppedAt,
     StoreReceptor,
+    Undeliverable,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "SignalBus",
     "StoppedAt",
     "StoreReceptor",
+    "Undeliverable",
 ]

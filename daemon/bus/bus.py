@@ -25,10 +25,10 @@ from sqlalchemy.engine import Connection
 
 from daemon.bus.receptor import (
     DeliveryContext,
-    PayloadError,
     Receptor,
     StoppedAt,
     StoreReceptor,
+    Undeliverable,
 )
 from daemon.core.clock import Clock, utcnow
 from daemon.core.signal import Signal
@@ -328,7 +328,7 @@ class SignalBus:
         delivery = failure.delivery
         attempt = delivery.attempts + 1
         error = str(failure.error) or repr(failure.error)
-        permanent = isinstance(failure.error, PayloadError)
+        permanent = isinstance(failure.error, Undeliverable)
         dead = permanent or attempt >= self.retry_policy.max_attempts
         delay = 0.0 if dead else self.retry_policy.delay(attempt)
         now = self.clock()
