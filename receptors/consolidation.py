@@ -6,19 +6,29 @@ from the day, the lines and the subject; archiving is itself resumable (see
 :meth:`DailyLog.archive`); the wither sweep is idempotent. Evidence line numbers are the
 lines' final positions in the archive (offset by what the archive already held), so a
 mark's evidence always points at an existing line.
+
+The extractor sees the subjects the memory already uses, so its subjects converge. An
+extraction that nearly copies an active or withered mark under the same subject (the same
+fact on another day, or twice on one day) reinforces that mark instead of adding one; the
+reinforcement's id is derived like a mark's, so a retry does not reinforce twice. The
+extractor returns the whole day or fails, and everything the day yields is written in one
+transaction: never a partial consolidation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 import anyio.to_thread
 import structlog
+from sqlalchemy.engine import Connection
 
 from daemon.bus import DeliveryContext, Receptor
-from daemon.core.records import Mark
+from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
+from daemon.core.records import Mark, Reinforcement
 from daemon.core.signal import Signal
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
@@ -26,6 +36,7 @@ from daemon.store import Store
 from daemon.store import marks as mark_store
 from receptors.common import Day, Payload, derived_id, parse_payload
 from receptors.extractors import Extraction, Extractor
+from receptors.near_copies import Wanted, known_subjects, near_copies
 
 log = structlog.get_logger("cambium.consolidation")
 
@@ -51,12 +62,16 @@ class ConsolidationReceptor(Receptor):
         *,
         zone: ZoneInfo,
         decay_days: float = 14.0,
+        reinforce_delta: float = 0.2,
+        similarity: float = DEFAULT_SIMILARITY,
     ) -> None:
         self.store = store
         self.daily = daily
         self.extractor = extractor
         self.zone = zone
         self.decay_days = decay_days
+        self.reinforce_delta = reinforce_delta
+        self.similarity = similarity
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         payload = parse_payload(Consolidate, signal.payload)
@@ -64,11 +79,21 @@ class ConsolidationReceptor(Receptor):
         lines = await anyio.to_thread.run_sync(self.daily.read, day)
         if lines is not None:
             offset = await anyio.to_thread.run_sync(self.daily.archived_line_count, day)
-            extractions = await self.extractor.extract(day, lines)
+            workspace = signal.workspace_id or "default"
+            subjects = await self.store.read(lambda c: known_subjects(c, workspace))
+            extractions = await self.extractor.extract(day, lines, subjects)
             marks = [m for e in extractions if (m := self._mark(signal, day, offset, e))]
             # Durable before the file moves: the marks are the day's memory from now on.
-            await self.store.write(lambda connection: mark_store.insert_marks(connection, marks))
-            log.info("consolidated", day=day.isoformat(), lines=len(lines), marks=len(marks))
+            new, reinforced = await self.store.write(
+                lambda connection: self._remember(connection, signal, marks)
+            )
+            log.info(
+                "consolidated",
+                day=day.isoformat(),
+                lines=len(lines),
+                marks=new,
+                reinforced=reinforced,
+            )
         # Also when the live file is gone: this finishes an archive a crash interrupted.
         await anyio.to_thread.run_sync(self.daily.archive, day)
         workspace = signal.workspace_id or "default"
@@ -77,6 +102,45 @@ class ConsolidationReceptor(Receptor):
         )
         if withered:
             log.info("withered", marks=len(withered))
+
+    def _remember(
+        self, connection: Connection, signal: Signal, found: Sequence[Mark]
+    ) -> tuple[int, int]:
+        """Insert the day's marks, except those that nearly copy an older mark: those
+        reinforce it. Returns how many of each."""
+        stored = near_copies(
+            connection,
+            [Wanted(m.workspace_id, m.subject, m.observation) for m in found],
+            self.similarity,
+        )
+        new: list[Mark] = []
+        boosts: list[tuple[Mark, Reinforcement]] = []
+        for mark, existing in zip(found, stored, strict=True):
+            if existing is None or existing.id == mark.id:  # none, or ours from a retry
+                existing = next((m for m in new if self._same(m, mark)), None)
+            if existing is None:
+                new.append(mark)
+            else:
+                boosts.append((existing, self._reinforcement(signal, mark, existing)))
+        mark_store.insert_marks(connection, new)  # first: a boost may be for a new mark
+        mark_store.reinforce_many(connection, boosts)
+        return len(new), len(boosts)
+
+    def _same(self, earlier: Mark, mark: Mark) -> bool:
+        return earlier.subject == mark.subject and is_near_copy(
+            earlier.observation, mark.observation, self.similarity
+        )
+
+    def _reinforcement(self, signal: Signal, found: Mark, existing: Mark) -> Reinforcement:
+        """``found`` (the mark this extraction would have made) reinforces ``existing``."""
+        return Reinforcement(
+            id=derived_id("rf", found.id),
+            mark_id=existing.id,
+            reinforced_at=signal.emitted_at,
+            reinforced_by=signal.source_id,
+            evidence=found.evidence,
+            strength_delta=self.reinforce_delta,
+        )
 
     def _mark(self, signal: Signal, day: date, offset: int, found: Extraction) -> Mark | None:
         subject = normalize_subject(found.subject)
@@ -110,6 +174,7 @@ class ConsolidationReceptor(Receptor):
             affinity=list(found.affinity),
             substrate_refs=list(found.substrate_refs),
             state="active",
+            provenance=found.provenance,
             created_at=signal.emitted_at,
             updated_at=signal.emitted_at,
         )

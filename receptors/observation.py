@@ -1,18 +1,21 @@
 """``memory.observation`` → a mark, or a reinforcement of the same mark.
 
 The mark's strength starts at the signal's intensity and halves every ``decay_rate``
-(seconds on the signal, days on the mark). The same normalized subject and observation text
-seen again, while the mark is active or withered, reinforces it (reviving a withered one)."""
+(seconds on the signal, days on the mark). An observation under the same normalized subject
+that nearly copies an active or withered mark's text (case, whitespace and punctuation
+aside, words overlapping at least ``[observation] similarity``) reinforces that mark
+instead (reviving a withered one)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 from sqlalchemy.engine import Connection
 
 from daemon.bus import PayloadError, StoppedAt, StoreReceptor
+from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement
 from daemon.core.signal import Signal
 from daemon.store import marks as mark_store
@@ -28,6 +31,7 @@ from receptors.common import (
     derived_id,
     parse_payload,
 )
+from receptors.near_copies import Wanted, near_copies
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -56,14 +60,18 @@ class Observation(Payload):
     evidence: Evidence
     affinity: Tags | None = None
     substrate_refs: list[SubstrateRef] = []
+    provenance: Literal["stated", "observed", "inferred"] = "observed"
 
 
 class ObservationReceptor(StoreReceptor):
     key: ClassVar[str] = "observation"
     binds: ClassVar[frozenset[str]] = frozenset({"memory.observation"})
 
-    def __init__(self, reinforce_delta: float = 0.2) -> None:
+    def __init__(
+        self, reinforce_delta: float = 0.2, similarity: float = DEFAULT_SIMILARITY
+    ) -> None:
         self.reinforce_delta = reinforce_delta
+        self.similarity = similarity
 
     def apply(self, connection: Connection, signal: Signal) -> None:
         try:
@@ -78,28 +86,38 @@ class ObservationReceptor(StoreReceptor):
                 observed.append((signal, parse_payload(Observation, signal.payload)))
             except PayloadError as exc:
                 raise StoppedAt(index, exc) from exc
-        marks = mark_store.find_same_observations(
-            connection, (_key(signal, payload) for signal, payload in observed)
+        stored = near_copies(
+            connection,
+            [Wanted(_workspace(signal), p.subject, p.observation) for signal, p in observed],
+            self.similarity,
         )
         new: list[Mark] = []
         boosts: list[tuple[Mark, Reinforcement]] = []
-        for signal, payload in observed:
+        for (signal, payload), existing in zip(observed, stored, strict=True):
             evidence = payload.evidence.model_dump(exclude_defaults=True)
             evidence["signal_ids"] = [*payload.evidence.signal_ids, signal.id]
-            key = _key(signal, payload)
-            existing = marks.get(key)
+            # A mark made earlier in this batch is older than none stored, but counts too.
+            existing = existing or next(
+                (m for m in new if self._same(m, _workspace(signal), payload)), None
+            )
             if existing is None:
-                marks[key] = self._mark(signal, payload, evidence)
-                new.append(marks[key])
+                new.append(self._mark(signal, payload, evidence))
             else:
                 boosts.append((existing, self._reinforcement(signal, existing, evidence)))
         mark_store.insert_marks(connection, new)  # first: a boost may be for a new mark
         mark_store.reinforce_many(connection, boosts)
 
+    def _same(self, mark: Mark, workspace: str, payload: Observation) -> bool:
+        return (
+            mark.workspace_id == workspace
+            and mark.subject == payload.subject
+            and is_near_copy(mark.observation, payload.observation, self.similarity)
+        )
+
     def _mark(self, signal: Signal, payload: Observation, evidence: dict[str, Any]) -> Mark:
         return Mark(
             id=derived_id("mk", signal.id),
-            workspace_id=signal.workspace_id or "default",
+            workspace_id=_workspace(signal),
             subject=payload.subject,
             observation=payload.observation,
             evidence=evidence,
@@ -112,6 +130,7 @@ class ObservationReceptor(StoreReceptor):
             affinity=list(payload.affinity if payload.affinity is not None else signal.affinity),
             substrate_refs=list(payload.substrate_refs),
             state="active",
+            provenance=payload.provenance,
             created_at=signal.emitted_at,
             updated_at=signal.emitted_at,
         )
@@ -127,5 +146,5 @@ class ObservationReceptor(StoreReceptor):
         )
 
 
-def _key(signal: Signal, payload: Observation) -> mark_store.ObservationKey:
-    return (signal.workspace_id or "default", payload.subject, payload.observation)
+def _workspace(signal: Signal) -> str:
+    return signal.workspace_id or "default"

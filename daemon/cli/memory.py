@@ -160,6 +160,7 @@ def mark(
       cambium memory mark user.sleep.bedtime "in bed by 23:00" --decay-days 30
     """
     from daemon.core.clock import utcnow
+    from daemon.core.likeness import is_near_copy
     from daemon.core.subjects import normalize_subject
     from daemon.services.recall import RecallQuery
     from daemon.services.recall import recall as run_recall
@@ -178,6 +179,7 @@ def mark(
             "subject": subject,
             "observation": observation,
             "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+            "provenance": "stated",
         },
         intensity=intensity,
         decay_days=decay_days,
@@ -191,7 +193,12 @@ def mark(
     )
     with reading_store(config) as store:
         hits = run_recall(query, open_memory(config, store), utcnow()).marks
-    same = [h for h in hits if h.mark.subject == subject and h.mark.observation == observation]
+    same = [
+        h
+        for h in hits
+        if h.mark.subject == subject
+        and is_near_copy(h.mark.observation, observation, config.observation.similarity)
+    ]
     if not same:  # more than 1000 marks under this subject: say where to look instead
         click.echo(f"marked: see `cambium memory recall {subject}`")
         return

@@ -43,6 +43,9 @@ class Mark(_Record):
     affinity: list[str] = field(default_factory=list)
     substrate_refs: list[str] = field(default_factory=list)
     state: str = "active"  # active | withered | promoted
+    # stated (a human said it) | observed (an agent saw it) | inferred (an extractor or
+    # agent concluded it)
+    provenance: str = "observed"
     created_at: datetime
     updated_at: datetime
 

@@ -170,34 +170,6 @@ def score_marks(
     return scored
 
 
-ObservationKey = tuple[str, str, str]  # workspace, normalized subject, observation text
-
-
-def find_same_observations(
-    connection: Connection, keys: Iterable[ObservationKey]
-) -> dict[ObservationKey, Mark]:
-    """For each key, the oldest active or withered mark saying that (found by fingerprint
-    through an index, however long the text)."""
-    wanted = set(keys)
-    found: dict[ObservationKey, Mark] = {}
-    if not wanted:
-        return found
-    rows = connection.execute(
-        select(marks)
-        .where(
-            marks.c.workspace_id.in_({w for w, _, _ in wanted}),
-            marks.c.fingerprint.in_({fingerprint(s, o) for _, s, o in wanted}),
-            marks.c.state.in_(("active", "withered")),
-        )
-        .order_by(marks.c.first_observed_at)
-    )
-    for row in rows:
-        key = (row.workspace_id, row.subject, row.observation)
-        if key in wanted and key not in found:
-            found[key] = _mark(row)
-    return found
-
-
 def reinforce_many(connection: Connection, boosts: Sequence[tuple[Mark, Reinforcement]]) -> None:
     """Record reinforcements (each id once), count them on their marks, revive withered ones.
     ``Mark.last_reinforced_at`` must be the mark's stored value."""

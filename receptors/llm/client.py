@@ -78,6 +78,13 @@ def _retry_after(response: httpx.Response, cap: float) -> float:
     return min(max(seconds, 0.0), cap)
 
 
+def _refuses_schema(response: httpx.Response) -> bool:
+    """A server that cannot constrain output says so with a 400 or 422 naming the field."""
+    return response.status_code in (400, 422) and (
+        "response_format" in response.text or "json_schema" in response.text
+    )
+
+
 @dataclass
 class ChatClient:
     base_url: str
@@ -108,12 +115,11 @@ class ChatClient:
         url = self.base_url.rstrip("/") + "/chat/completions"
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
             response = await self._post(http, url, body)
-            if response.status_code in (400, 422) and "response_format" in body:
-                if "response_format" in response.text or "json_schema" in response.text:
-                    log.info("llm without json_schema support: asking for plain JSON")
-                    self.schema_supported = False
-                    del body["response_format"]
-                    response = await self._post(http, url, body)
+            if "response_format" in body and _refuses_schema(response):
+                log.info("llm without json_schema support: asking for plain JSON")
+                self.schema_supported = False
+                del body["response_format"]
+                response = await self._post(http, url, body)
         if response.status_code != 200:
             raise LLMError(
                 f"the model server answered {response.status_code}: {response.text[:200]!r}"
@@ -124,13 +130,17 @@ class ChatClient:
             raise LLMError("the model server's answer is not a chat completion") from None
         return content if isinstance(content, str) else ""
 
-    async def _post(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> httpx.Response:
+    async def _post(
+        self, http: httpx.AsyncClient, url: str, body: dict[str, Any]
+    ) -> httpx.Response:
         waited = 0
         while True:
             try:
                 response = await http.post(url, json=body)
             except httpx.TimeoutException:
-                raise LLMError(f"the model server did not answer within {self.timeout:g} s") from None
+                raise LLMError(
+                    f"the model server did not answer within {self.timeout:g} s"
+                ) from None
             except httpx.HTTPError as exc:
                 raise LLMError(f"cannot reach the model server at {self.base_url}: {exc}") from None
             if response.status_code not in (429, 503) or waited == self.max_waits:

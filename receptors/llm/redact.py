@@ -83,10 +83,7 @@ def redact_lines(lines: Sequence[str]) -> list[str]:
     redacted = []
     inside_key = False
     for line in lines:
-        if _KEY_BEGIN.search(line):
-            inside_key = not _KEY_END.search(line)
-            redacted.append(REDACTED)
-        elif inside_key:
+        if _KEY_BEGIN.search(line) or inside_key:
             inside_key = not _KEY_END.search(line)
             redacted.append(REDACTED)
         else:
