@@ -244,7 +244,7 @@ def parse_config(raw: dict[str, Any], source: Path | None = None) -> Config:
             message = error["msg"].removeprefix("Value error, ")
             if error["type"] == "extra_forbidden":
                 message = "unknown key"
-            problems.append(f"{key}: {message}")
+            problems.append(f"{key}: {message}" if key else message)
         where = f"{source}: " if source else ""
         raise ConfigError(where + "; ".join(problems)) from None
     base = source.parent if source else data_dir()
