@@ -253,8 +253,8 @@ async def test_a_long_day_is_chunked_with_overlap_and_a_boundary_fact_is_kept_on
     lines = [f"Line {n} of an ordinary day." for n in range(1, 61)]
     lines[23:26] = ["Arnold called:", "he is moving to Lisbon", "in May, for good."]
     server.say(
-        facts(("user.food.breakfast", "Eats porridge.", 3, 3), ARNOLD[:2] + (24, 25)),
-        facts(ARNOLD[:2] + (24, 26), ("user.work.focus", "Works best before noon.", 30, 30)),
+        facts(("user.food.breakfast", "Eats porridge.", 3, 3), (*ARNOLD[:2], 24, 25)),
+        facts((*ARNOLD[:2], 24, 26), ("user.work.focus", "Works best before noon.", 30, 30)),
         facts(("user.sleep.bedtime", "Goes to bed late.", 50, 50)),
     )
     outcome, _ = await run_day(store, tmp_path, Llm(server, max_lines_per_call=25), lines)
@@ -297,7 +297,7 @@ SECRETS = ["sk-proj-Zx81kLmN0pQrStUvWxYz12345678", "correct-horse-battery", "eyJ
 async def test_keys_and_passwords_never_reach_the_server_or_the_log(
     store: Store, tmp_path: Path, server: ChatServer
 ) -> None:
-    server.say("not json", facts(ARNOLD[:2] + (4, 4)))
+    server.say("not json", facts((*ARNOLD[:2], 4, 4)))
     with structlog.testing.capture_logs() as logs:
         outcome, _ = await run_day(store, tmp_path, Llm(server), SECRET_DAY)
     assert outcome == "delivered"
