@@ -62,7 +62,7 @@ class MockExtractor:
 
 
 def _openai(config: Config) -> Extractor:
-    from receptors.llm import chat_client
+    from daemon.llm import chat_client
     from receptors.llm.extractor import OpenAIExtractor
 
     return OpenAIExtractor(

@@ -18,10 +18,10 @@ from test_consolidation import BERLIN, all_marks, clock, write_day
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.files.daily import DailyLog
+from daemon.llm.client import ChatClient
 from daemon.store import Store
 from daemon.store import marks as mark_store
 from receptors.consolidation import ConsolidationReceptor
-from receptors.llm.client import ChatClient
 from receptors.llm.extractor import OpenAIExtractor
 from receptors.observation import ObservationReceptor
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from receptors.llm.redact import REDACTED, redact_line, redact_lines
+from daemon.llm.redact import REDACTED, redact_line, redact_lines
 
 
 @pytest.mark.parametrize(

@@ -1,20 +1,2 @@
-"""Language models behind an OpenAI-compatible chat-completions endpoint: the ``openai``
-extractor (:mod:`receptors.llm.extractor`) and what it shares with recall summaries."""
-
-from __future__ import annotations
-
-from daemon.config import Config
-from receptors.llm.client import ChatClient, read_api_key
-
-
-def chat_client(config: Config) -> ChatClient:
-    """A client for the ``[llm]`` endpoint. Raises ValueError (an ApiKeyError naming the
-    config key) when the key cannot be read."""
-    llm = config.llm
-    return ChatClient(
-        base_url=llm.base_url,
-        model=llm.model,
-        api_key=read_api_key(llm.api_key_env, llm.api_key_file),
-        timeout=llm.timeout,
-        temperature=llm.temperature,
-    )
+"""The ``openai`` extractor (:mod:`receptors.llm.extractor`): a day's lines become facts by
+asking a language model behind an OpenAI-compatible endpoint (:mod:`daemon.llm`)."""

@@ -3,7 +3,8 @@
 The schema goes to the server as ``response_format`` (servers that honour it constrain the
 model to it); pydantic then validates whatever came back, because not every server does.
 Models like to wrap JSON in a code fence or a sentence; the JSON object is taken out of
-either. Every ``line_range`` must lie within the lines the model was shown.
+either (:func:`daemon.llm.client.json_text`). Every ``line_range`` must lie within the lines
+the model was shown.
 """
 
 from __future__ import annotations
@@ -21,14 +22,9 @@ from pydantic import (
 )
 
 from daemon.core.subjects import normalize_subject
+from daemon.llm.client import InvalidAnswer, json_text
 
 _SUBJECT = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-class InvalidAnswer(ValueError):
-    """The model's answer cannot be used; the message says why (and is shown to the model
-    when it is asked again)."""
 
 
 def _subject(value: str) -> str:
@@ -85,21 +81,6 @@ SCHEMA: dict[str, Any] = {
         }
     },
 }
-
-
-def json_text(answer: str) -> str:
-    """The JSON object in ``answer``: the whole text, a fenced block, or the outermost braces
-    of a chatty reply."""
-    text = answer.strip()
-    fenced = _FENCE.search(text)
-    if fenced:
-        text = fenced[1].strip()
-    if not text.startswith("{"):
-        start, end = text.find("{"), text.rfind("}")
-        if start == -1 or end < start:
-            raise InvalidAnswer("no JSON object in the answer")
-        text = text[start : end + 1]
-    return text
 
 
 def parse_answer(answer: str, first_line: int, last_line: int) -> list[Fact]:

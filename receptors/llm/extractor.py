@@ -1,6 +1,6 @@
 """The ``openai`` extractor: a day's lines become facts by asking a language model.
 
-- Lines are redacted before they are sent (:mod:`receptors.llm.redact`), and they are
+- Lines are redacted before they are sent (:mod:`daemon.llm.redact`), and they are
   never logged.
 - A long day is sent in chunks of ``max_lines_per_call`` lines that overlap by
   ``overlap_lines``, so a fact written across a chunk boundary is seen whole by one call;
@@ -22,11 +22,11 @@ import structlog
 
 from daemon.bus import Undeliverable
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
+from daemon.llm.client import ChatClient, InvalidAnswer
+from daemon.llm.redact import redact_lines
 from receptors.extractors import Extraction
-from receptors.llm.answer import SCHEMA, Fact, InvalidAnswer, parse_answer
-from receptors.llm.client import ChatClient
+from receptors.llm.answer import SCHEMA, Fact, parse_answer
 from receptors.llm.prompt import extraction_messages, nearest_subjects, retry_messages
-from receptors.llm.redact import redact_lines
 
 log = structlog.get_logger("cambium.llm")
 

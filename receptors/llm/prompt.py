@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from daemon.files.text import terms
-from receptors.llm.client import Message
+from daemon.llm.client import Message
 
 MAX_SUBJECTS_SHOWN = 30
 

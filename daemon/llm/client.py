@@ -14,6 +14,7 @@ never from the config text. Request bodies are never logged (they hold the user'
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,8 @@ log = structlog.get_logger("cambium.llm")
 
 Message = dict[str, str]
 
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
 
 class LLMError(Exception):
     """No usable answer arrived: unreachable, timed out, rate limited too long, refused."""
@@ -37,6 +40,26 @@ class LLMError(Exception):
 
 class ApiKeyError(ValueError):
     """The API key cannot be read; the message names the config key and the rule."""
+
+
+class InvalidAnswer(ValueError):
+    """The model's answer cannot be used; the message says why (and is shown to the model
+    when it is asked again)."""
+
+
+def json_text(answer: str) -> str:
+    """The JSON object in ``answer``: the whole text, a fenced block, or the outermost braces
+    of a chatty reply."""
+    text = answer.strip()
+    fenced = _FENCE.search(text)
+    if fenced:
+        text = fenced[1].strip()
+    if not text.startswith("{"):
+        start, end = text.find("{"), text.rfind("}")
+        if start == -1 or end < start:
+            raise InvalidAnswer("no JSON object in the answer")
+        text = text[start : end + 1]
+    return text
 
 
 def read_api_key(env: str | None, file: Path | None) -> str | None:
