@@ -66,7 +66,7 @@ def _openai(config: Config) -> Extractor:
     from receptors.llm.extractor import OpenAIExtractor
 
     return OpenAIExtractor(
-        chat_client(config),
+        chat_client(config.llm),
         max_lines_per_call=config.llm.max_lines_per_call,
         overlap_lines=config.llm.overlap_lines,
         max_attempts=config.llm.max_attempts,

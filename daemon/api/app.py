@@ -25,6 +25,7 @@ from daemon.bus import BusClosed, SignalBus
 from daemon.core.clock import Clock, iso
 from daemon.core.signal import FieldError, Signal, SignalRejected, field_errors
 from daemon.services.recall import Memory, RecallQuery, recall
+from daemon.services.summary import with_summary
 from daemon.store import seeds as seed_store
 from daemon.store import signal_log
 from daemon.store.writer import WriterClosed
@@ -165,6 +166,8 @@ def create_app(services: Services) -> FastAPI:
         min_strength: float | None = None,
         limit: int = 10,
         include_withered: bool = False,
+        provenance: str | None = None,
+        summary: bool = False,
     ) -> dict[str, Any]:
         query = RecallQuery.model_validate(
             {
@@ -173,10 +176,14 @@ def create_app(services: Services) -> FastAPI:
                 "min_strength": min_strength,
                 "limit": limit,
                 "include_withered": include_withered,
+                "provenance": provenance,
+                "summary": summary,
             }
             | ({"layers": layers} if layers is not None else {})
         )
         result = await anyio.to_thread.run_sync(recall, query, memory, services.clock())
+        if query.summary:
+            result = await with_summary(result, query.about, memory.llm)
         return result.to_json()
 
     @app.get("/v1/seeds", summary="Seeds, newest first")

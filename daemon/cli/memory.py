@@ -72,6 +72,14 @@ def ingress(config: Config) -> Ingress:
 )
 @click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
 @click.option("--include-withered", is_flag=True, help="Also show marks that have faded.")
+@click.option(
+    "--provenance",
+    metavar="A,B",
+    help="Only marks that were stated, observed or inferred (comma list).",
+)
+@click.option(
+    "--summary", is_flag=True, help="A short answer citing the items (needs an [llm] model)."
+)
 @json_option
 @config_option
 def recall(
@@ -81,6 +89,8 @@ def recall(
     min_strength: float | None,
     limit: int | None,
     include_withered: bool,
+    provenance: str | None,
+    summary: bool,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -94,7 +104,10 @@ def recall(
       cambium memory recall user.food
       cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
       cambium memory recall user --min-strength 0.2 --include-withered --json
+      cambium memory recall user.food --provenance stated,observed
+      cambium memory recall "Arnold" --summary
     """
+    import anyio
     from pydantic import ValidationError
 
     from daemon.core.clock import utcnow
@@ -108,6 +121,8 @@ def recall(
         "min_strength": min_strength,
         "limit": limit,
         "include_withered": include_withered,
+        "provenance": provenance,
+        "summary": summary,
     }
     try:
         query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
@@ -116,6 +131,10 @@ def recall(
     config = load(config_path)
     with reading_store(config) as store:
         result = run_recall(query, open_memory(config, store), utcnow())
+    if query.summary:
+        from daemon.services.summary import with_summary
+
+        result = anyio.run(with_summary, result, query.about, config.llm)
     if as_json:
         print_json(result.to_json())
         return

@@ -4,14 +4,13 @@ config describes: the client and the redaction that the ``openai`` extractor
 
 from __future__ import annotations
 
-from daemon.config import Config
+from daemon.config import LLMConfig
 from daemon.llm.client import ChatClient, read_api_key
 
 
-def chat_client(config: Config) -> ChatClient:
+def chat_client(llm: LLMConfig) -> ChatClient:
     """A client for the ``[llm]`` endpoint. Raises ValueError (an ApiKeyError naming the
     config key) when the key cannot be read."""
-    llm = config.llm
     return ChatClient(
         base_url=llm.base_url,
         model=llm.model,

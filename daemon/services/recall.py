@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from daemon.config import Config
+from daemon.config import Config, LLMConfig
 from daemon.core.clock import iso, to_utc
 from daemon.core.records import Mark
 from daemon.core.strength import WITHER_THRESHOLD, Strength
@@ -32,6 +32,7 @@ from daemon.store import marks as mark_store
 T = TypeVar("T")
 
 Layer = Literal["substrate", "marks", "daily", "compost"]
+Provenance = Literal["stated", "observed", "inferred"]
 LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
 _RELATIVE = re.compile(r"^(\d+)d$")
@@ -48,6 +49,8 @@ class RecallQuery(BaseModel):
     min_strength: float = Field(WITHER_THRESHOLD, ge=0.0, le=1.0)
     limit: int = Field(10, ge=1, le=1000)
     include_withered: bool = False
+    provenance: tuple[Provenance, ...] | None = None  # only marks of these provenances
+    summary: bool = False  # fill the summary (with an LLM configured; see services.summary)
 
     @model_validator(mode="before")
     @classmethod
@@ -60,9 +63,9 @@ class RecallQuery(BaseModel):
                 data["min_strength"] = 0.0
         return data
 
-    @field_validator("layers", mode="before")
+    @field_validator("layers", "provenance", mode="before")
     @classmethod
-    def _split_layers(cls, value: Any) -> Any:
+    def _split_comma_lists(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         return tuple(dict.fromkeys(value)) if isinstance(value, list | tuple) else value
@@ -113,6 +116,7 @@ class MarkHit:
             "first_observed_at": iso(m.first_observed_at),
             "last_reinforced_at": iso(m.last_reinforced_at),
             "reinforcement_count": m.reinforcement_count,
+            "provenance": m.provenance,
             "evidence": m.evidence,
         }
 
@@ -123,6 +127,7 @@ class RecallResult:
     marks: list[MarkHit]
     daily: list[DailyHit]
     compost: list[CompostHit]
+    summary: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The documented shape (SPEC §6), and nothing more."""
@@ -143,7 +148,7 @@ class RecallResult:
                 }
                 for h in self.compost
             ],
-            "summary": None,
+            "summary": self.summary,
         }
 
 
@@ -157,6 +162,7 @@ class Memory:
     compost: Compost
     workspace: str
     zone: ZoneInfo
+    llm: LLMConfig | None = None  # the model for summaries, when one is configured
 
     @classmethod
     def from_config(cls, config: Config, store: Store) -> Memory:
@@ -167,6 +173,7 @@ class Memory:
             compost=Compost(config.paths.compost, config.compost.templates),
             workspace=config.workspace,
             zone=config.zone,
+            llm=config.llm if config.llm_configured else None,
         )
 
 
@@ -207,7 +214,13 @@ def _marks(
 
     def read(connection: Any) -> list[MarkHit]:
         scored = mark_store.score_marks(
-            connection, memory.workspace, query.about, states, now, reinforced_since=since
+            connection,
+            memory.workspace,
+            query.about,
+            states,
+            now,
+            reinforced_since=since,
+            provenances=query.provenance,
         )
         strong = [s for s in scored if s.value >= query.min_strength]
         strong.sort(key=lambda s: (s.value, s.last_reinforced_at), reverse=True)

@@ -49,7 +49,11 @@ def get_mark(connection: Connection, mark_id: str) -> Mark | None:
 
 @cache
 def _matching_query(
-    columns: tuple[ColumnElement[Any], ...], states: tuple[str, ...], prefix: bool, since: bool
+    columns: tuple[ColumnElement[Any], ...],
+    states: tuple[str, ...],
+    prefix: bool,
+    since: bool,
+    provenances: tuple[str, ...] | None = None,
 ) -> Select[Any]:
     """Marks of a workspace in some states, optionally under a subject prefix and reinforced
     since an instant. Built once per shape, with bound parameters.
@@ -69,6 +73,8 @@ def _matching_query(
         )
     if since:
         query = query.where(marks.c.last_reinforced_at >= bindparam("since"))
+    if provenances is not None:
+        query = query.where(marks.c.provenance.in_(provenances))
     return query
 
 
@@ -79,10 +85,17 @@ def _matching(
     prefix: str,
     states: Sequence[str],
     reinforced_since: datetime | None,
+    provenances: Sequence[str] | None = None,
 ) -> list[Any]:
     subject = normalize_subject(prefix)
     escaped = escape_like(subject)
-    query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
+    query = _matching_query(
+        columns,
+        tuple(states),
+        bool(subject),
+        reinforced_since is not None,
+        None if provenances is None else tuple(sorted(provenances)),
+    )
     parameters = {
         "workspace": workspace,
         "subject": subject,
@@ -150,10 +163,14 @@ def score_marks(
     states: Sequence[str],
     now: datetime,
     reinforced_since: datetime | None = None,
+    provenances: Sequence[str] | None = None,
 ) -> list[Scored]:
-    """Every matching mark's strength at ``now``. Only the columns strength needs are read
-    (no JSON), so ranking many marks stays cheap; fetch the winners with :func:`get_marks`."""
-    rows = _matching(connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+    """Every matching mark's strength at ``now`` (of the given provenances, if any are
+    given). Only the columns strength needs are read (no JSON), so ranking many marks stays
+    cheap; fetch the winners with :func:`get_marks`."""
+    rows = _matching(
+        connection, _SCORING_COLUMNS, workspace, prefix, states, reinforced_since, provenances
+    )
     boosts = {
         mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
         for mark_id, found in reinforcements_of(
