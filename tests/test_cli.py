@@ -29,6 +29,7 @@ MARK_KEYS = {
     "first_observed_at",
     "last_reinforced_at",
     "reinforcement_count",
+    "provenance",
     "evidence",
 }
 SEED_KEYS = {
