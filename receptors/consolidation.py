@@ -10,9 +10,11 @@ mark's evidence always points at an existing line.
 The extractor sees the subjects the memory already uses, so its subjects converge. An
 extraction that nearly copies an active or withered mark under the same subject (the same
 fact on another day, or twice on one day) reinforces that mark instead of adding one; the
-reinforcement's id is derived like a mark's, so a retry does not reinforce twice. The
-extractor returns the whole day or fails, and everything the day yields is written in one
-transaction: never a partial consolidation.
+reinforcement's id is derived like a mark's, so a retry does not reinforce twice. What the
+extractor found is kept in the delivery's checkpoint, so a retry after a crash writes the
+same marks even if a model would answer differently the second time. The extractor returns
+the whole day or fails, and everything the day yields is written in one transaction: never
+a partial consolidation.
 """
 
 from __future__ import annotations
@@ -79,9 +81,7 @@ class ConsolidationReceptor(Receptor):
         lines = await anyio.to_thread.run_sync(self.daily.read, day)
         if lines is not None:
             offset = await anyio.to_thread.run_sync(self.daily.archived_line_count, day)
-            workspace = signal.workspace_id or "default"
-            subjects = await self.store.read(lambda c: known_subjects(c, workspace))
-            extractions = await self.extractor.extract(day, lines, subjects)
+            extractions = await self._extract(signal, delivery, day, lines)
             marks = [m for e in extractions if (m := self._mark(signal, day, offset, e))]
             # Durable before the file moves: the marks are the day's memory from now on.
             new, reinforced = await self.store.write(
@@ -102,6 +102,25 @@ class ConsolidationReceptor(Receptor):
         )
         if withered:
             log.info("withered", marks=len(withered))
+
+    async def _extract(
+        self, signal: Signal, delivery: DeliveryContext, day: date, lines: list[str]
+    ) -> list[Extraction]:
+        """The day's extractions, asked for once per delivery: a retry after a crash reuses
+        what the interrupted attempt found (a model may word a fact differently the second
+        time, which would make a second mark). Asked again if the day has grown since."""
+        key = f"extracted {day.isoformat()}"
+        saved = (delivery.checkpoint or {}).get(key)
+        if saved is not None and saved["lines"] == len(lines):
+            return [Extraction.from_json(item) for item in saved["items"]]
+        workspace = signal.workspace_id or "default"
+        subjects = await self.store.read(lambda c: known_subjects(c, workspace))
+        found = await self.extractor.extract(day, lines, subjects)
+        items = [item.to_json() for item in found]
+        await delivery.save_checkpoint(
+            (delivery.checkpoint or {}) | {key: {"lines": len(lines), "items": items}}
+        )
+        return found
 
     def _remember(
         self, connection: Connection, signal: Signal, found: Sequence[Mark]

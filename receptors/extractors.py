@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from daemon.config import Config
 
@@ -27,6 +27,21 @@ class Extraction:
     substrate_refs: tuple[str, ...] = ()
     initial_strength: float = 0.7
     provenance: Provenance = "observed"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Extraction:
+        return cls(
+            subject=data["subject"],
+            observation=data["observation"],
+            line_range=(data["line_range"][0], data["line_range"][1]),
+            affinity=tuple(data["affinity"]),
+            substrate_refs=tuple(data["substrate_refs"]),
+            initial_strength=data["initial_strength"],
+            provenance=data["provenance"],
+        )
 
 
 class Extractor(Protocol):

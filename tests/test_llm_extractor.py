@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import structlog
 from chat_server import ChatServer, Reply, chat_server, facts
-from support import T0, emit_and_settle, last_error, make_signal
-from test_consolidation import BERLIN, all_marks, clock, write_day
+from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
+from test_consolidation import BERLIN, FailingArchive, all_marks, clock, write_day
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.files.daily import DailyLog
@@ -371,3 +371,22 @@ async def test_an_extraction_that_nearly_copies_a_mark_reinforces_it(
     (boost,) = store.read_now(lambda c: mark_store.reinforcements_of(c, [mark.id]))[mark.id]
     assert boost.evidence["daily_file"] == "2026-04-11.md"
     assert boost.evidence["line_range"] == [2, 2]
+
+
+@pytest.mark.asyncio
+async def test_a_retry_after_a_crash_reuses_what_the_model_said_the_first_time(
+    store: Store, tmp_path: Path, server: ChatServer
+) -> None:
+    # The archive fails once after the marks are written; asked again, the model would word
+    # the fact differently, which must not become a second mark.
+    server.say(facts(ARNOLD), facts(("people.arnold", "Arnold relocates to Lisbon.", 2, 2)))
+    daily = FailingArchive(tmp_path / "daily", failures=1)
+    write_day(tmp_path / "daily", DAY, DAY_TEXT)
+    receptor = Llm(server).receptor(store, daily)
+    async with SignalBus(store, [receptor], retry=FAST_RETRY, clock=clock) as bus:
+        assert await emit_and_settle(bus, consolidate()) == {"consolidation": "delivered"}
+    assert [(m.subject, m.reinforcement_count) for m in all_marks(store)] == [
+        ("people.arnold.home", 0)
+    ]
+    assert len(server.requests) == 1
+    assert daily.read(DAY, archived=True) == DAY_TEXT
