@@ -3,10 +3,11 @@
 Every query the receptors need for these lives here, so a change in the store's shape is
 adapted in one place.
 
-A new observation is compared with the marks already under its subject (active or
-withered, the most recently reinforced :data:`CANDIDATES_PER_SUBJECT` of them, so a subject
-with a long history costs a bounded read); the oldest one it nearly copies
-(:func:`daemon.core.likeness.is_near_copy`) is the mark it reinforces.
+A new observation repeats a mark (active or withered, under the same subject) that has the
+same words, case, whitespace and punctuation aside: the mark's fingerprint finds it through
+an index, however long the subject's history. Failing that, it is compared with the
+subject's :data:`CANDIDATES_PER_SUBJECT` most recently reinforced marks
+(:func:`daemon.core.likeness.is_near_copy`), a bounded read; a threshold of 1 skips this.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from daemon.core.likeness import is_near_copy
 from daemon.core.records import Mark
 from daemon.store import marks as mark_store
 
-CANDIDATES_PER_SUBJECT = 200
+CANDIDATES_PER_SUBJECT = 10
 _IN_LIST = 500  # bounded IN lists
 
 _marks = mark_store.marks
@@ -40,26 +41,64 @@ class Wanted:
 def near_copies(
     connection: Connection, wanted: Sequence[Wanted], threshold: float
 ) -> list[Mark | None]:
-    """For each wanted observation, the oldest active or withered mark under the same
-    subject that it nearly copies, or None."""
+    """For each wanted observation, the mark it repeats: the oldest active or withered mark
+    under the same subject with the same words (found by fingerprint, however long the
+    history), else, when ``threshold`` is below 1, the oldest of the subject's recent marks
+    it nearly copies; or None."""
+    matched: list[str | None] = _same_words(connection, wanted)
+    if threshold < 1:
+        missing = [item for item, found in zip(wanted, matched, strict=True) if found is None]
+        candidates = _recent(connection, missing)
+        for index, item in enumerate(wanted):
+            if matched[index] is None:
+                matched[index] = next(
+                    (
+                        mark_id
+                        for mark_id, text in candidates.get((item.workspace, item.subject), [])
+                        if is_near_copy(item.observation, text, threshold)
+                    ),
+                    None,
+                )
+    marks = {m.id: m for m in mark_store.get_marks(connection, [i for i in matched if i])}
+    return [marks.get(i) if i else None for i in matched]
+
+
+def _same_words(connection: Connection, wanted: Sequence[Wanted]) -> list[str | None]:
+    prints = {mark_store.fingerprint(w.subject, w.observation): w for w in wanted}
+    oldest: dict[tuple[str, str], str] = {}
+    keys = list(prints)
+    for start in range(0, len(keys), _IN_LIST):
+        rows = connection.execute(
+            select(_marks.c.id, _marks.c.workspace_id, _marks.c.fingerprint)
+            .where(
+                _marks.c.workspace_id.in_({w.workspace for w in wanted}),
+                _marks.c.fingerprint.in_(keys[start : start + _IN_LIST]),
+                _marks.c.state.in_(("active", "withered")),
+            )
+            .order_by(_marks.c.first_observed_at, _marks.c.id)
+        )
+        for mark_id, workspace, fingerprint in rows:
+            oldest.setdefault((workspace, fingerprint), mark_id)
+    return [
+        oldest.get((w.workspace, mark_store.fingerprint(w.subject, w.observation))) for w in wanted
+    ]
+
+
+def _recent(
+    connection: Connection, wanted: Sequence[Wanted]
+) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(id, text) of the recent marks under each wanted subject, oldest first."""
     by_workspace: dict[str, set[str]] = defaultdict(set)
     for item in wanted:
         by_workspace[item.workspace].add(item.subject)
-    candidates: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    found: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     for workspace, subjects in by_workspace.items():
         ordered = sorted(subjects)
         for start in range(0, len(ordered), _IN_LIST):
             parameters = {"workspace": workspace, "subjects": ordered[start : start + _IN_LIST]}
             for row in connection.execute(_candidates_query(), parameters):
-                candidates[(workspace, row.subject)].append((row.id, row.observation))
-    matched: list[str | None] = []
-    for item in wanted:
-        found = candidates.get((item.workspace, item.subject), [])
-        matched.append(
-            next((i for i, text in found if is_near_copy(item.observation, text, threshold)), None)
-        )
-    marks = {m.id: m for m in mark_store.get_marks(connection, [i for i in matched if i])}
-    return [marks.get(i) if i else None for i in matched]
+                found[(workspace, row.subject)].append((row.id, row.observation))
+    return found
 
 
 @cache

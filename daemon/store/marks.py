@@ -14,6 +14,7 @@ from sqlalchemy import Select, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
+from daemon.core.likeness import normalize_text
 from daemon.core.records import Mark, Reinforcement
 from daemon.core.strength import WITHER_THRESHOLD, Strength, current_strength, strength
 from daemon.core.subjects import escape_like, normalize_subject
@@ -31,7 +32,10 @@ def _mark(row: Any) -> Mark:
 
 
 def fingerprint(subject: str, observation: str) -> str:
-    return hashlib.sha256(f"{subject}\x1f{observation}".encode()).hexdigest()[:32]
+    """Finds the marks saying the same thing under a subject through an index: case,
+    whitespace and punctuation aside (:func:`daemon.core.likeness.normalize_text`)."""
+    normalized = normalize_text(observation)
+    return hashlib.sha256(f"{subject}\x1f{normalized}".encode()).hexdigest()[:32]
 
 
 def insert_marks(connection: Connection, new: Sequence[Mark]) -> None:
