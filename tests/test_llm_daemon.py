@@ -60,12 +60,19 @@ def test_a_note_becomes_an_inferred_mark_and_recall_summarises_it_citing_the_mar
 
     # The CLI reads with the daemon stopped, and asks the model itself.
     server.say(json.dumps({"answer": f"He moves to Lisbon [{mark['id']}]."}))
-    result = home.cli("memory", "recall", "arnold", "--summary", "--json")
+    result = home.cli("memory", "recall", "people.arnold", "--summary", "--json")
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["summary"] == f"He moves to Lisbon [{mark['id']}]."
-    inferred = home.cli("memory", "recall", "arnold", "--provenance", "stated", "--json")
-    assert json.loads(inferred.stdout)["marks"] == []
+    server.say(json.dumps({"answer": f"Lisbon, in May [{mark['id']}]."}))
+    table = home.cli("memory", "recall", "people.arnold", "--summary", "--layers", "marks")
+    assert table.returncode == 0, table.stderr
+    assert "summary" in table.stdout and "Lisbon, in May" in table.stdout
+    assert "active, inferred" in table.stdout
+    stated = home.cli("memory", "recall", "people", "--provenance", "stated", "--json")
+    assert json.loads(stated.stdout)["marks"] == []
+    inferred = home.cli("memory", "recall", "people", "--provenance", "inferred", "--json")
+    assert [m["id"] for m in json.loads(inferred.stdout)["marks"]] == [mark["id"]]
 
     sent = json.dumps(server.requests)
     assert "hunter22" not in sent, "the password never left the machine"
