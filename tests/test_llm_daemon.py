@@ -68,7 +68,7 @@ def test_a_note_becomes_an_inferred_mark_and_recall_summarises_it_citing_the_mar
     table = home.cli("memory", "recall", "people.arnold", "--summary", "--layers", "marks")
     assert table.returncode == 0, table.stderr
     assert "summary" in table.stdout and "Lisbon, in May" in table.stdout
-    assert "active, inferred" in table.stdout
+    assert f"{mark['id']}, inferred by {mark['observed_by']}" in table.stdout
     stated = home.cli("memory", "recall", "people", "--provenance", "stated", "--json")
     assert json.loads(stated.stdout)["marks"] == []
     inferred = home.cli("memory", "recall", "people", "--provenance", "inferred", "--json")

@@ -216,9 +216,10 @@ def mark_view(hit: MarkHit) -> RenderableType:
         indent(
             fields(
                 [
-                    ("state", f"{mark.state}, {mark.provenance}"),
+                    ("state", mark.state),
                     ("strength", strength_view(hit)),
-                    ("mark", f"{mark.id}, observed by {mark.observed_by}"),
+                    # stated / observed / inferred by whoever emitted it
+                    ("mark", f"{mark.id}, {mark.provenance} by {mark.observed_by}"),
                     (
                         "seen",
                         f"first {when(mark.first_observed_at)}, "
