@@ -103,14 +103,12 @@ def _recent(
 
 @cache
 def _candidates_query() -> Select[Any]:
-    """Up to CANDIDATES_PER_SUBJECT of the most recently reinforced active or withered
-    marks under each of some subjects of a workspace, oldest first."""
-    recent = (
+    """The ids and texts of up to CANDIDATES_PER_SUBJECT of the most recently reinforced
+    active or withered marks under each of some subjects of a workspace, oldest first. The
+    ranking reads only narrow columns; texts are read for the winners alone."""
+    ranked = (
         select(
             _marks.c.id,
-            _marks.c.subject,
-            _marks.c.observation,
-            _marks.c.first_observed_at,
             func.row_number()
             .over(partition_by=_marks.c.subject, order_by=_marks.c.last_reinforced_at.desc())
             .label("recency"),
@@ -123,9 +121,10 @@ def _candidates_query() -> Select[Any]:
         .subquery()
     )
     return (
-        select(recent.c.id, recent.c.subject, recent.c.observation)
-        .where(recent.c.recency <= CANDIDATES_PER_SUBJECT)
-        .order_by(recent.c.first_observed_at, recent.c.id)
+        select(_marks.c.id, _marks.c.subject, _marks.c.observation)
+        .join(ranked, ranked.c.id == _marks.c.id)
+        .where(ranked.c.recency <= CANDIDATES_PER_SUBJECT)
+        .order_by(_marks.c.first_observed_at, _marks.c.id)
     )
 
 
