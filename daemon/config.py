@@ -145,11 +145,47 @@ class BusConfig(_Section):
 
 class ObservationConfig(_Section):
     reinforce_delta: float = Field(0.2, ge=0, le=1)
+    # An observation (signal or extraction) whose words overlap an active or withered mark's
+    # under the same subject at least this much (Jaccard, ignoring case, whitespace and
+    # punctuation) reinforces that mark instead of making a near-copy.
+    similarity: float = Field(0.9, gt=0, le=1)
 
 
 class ConsolidationConfig(_Section):
     extractor: str = "mock"
     decay_days: float = Field(14, ge=0)
+
+
+class LLMConfig(_Section):
+    """An OpenAI-compatible chat-completions endpoint (consolidation, recall summaries).
+
+    The API key is never written here: ``api_key_env`` names an environment variable, or
+    ``api_key_file`` a file only its owner can read."""
+
+    base_url: str = "http://127.0.0.1:8080/v1"  # llama.cpp's server; Ollama: :11434/v1
+    model: str = ""
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    api_key_file: Path | None = None
+    timeout: float = Field(120.0, gt=0, le=3600)
+    max_lines_per_call: int = Field(200, ge=10, le=5000)
+    overlap_lines: int = Field(5, ge=0, le=100)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_attempts: int = Field(3, ge=1, le=10)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, like http://127.0.0.1:8080/v1")
+        return value
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> LLMConfig:
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("give api_key_env or api_key_file, not both")
+        if self.overlap_lines * 2 > self.max_lines_per_call:
+            raise ValueError("overlap_lines must be at most half of max_lines_per_call")
+        return self
 
 
 class CompostConfig(_Section):
@@ -173,6 +209,7 @@ class Config(_Section):
     bus: BusConfig = BusConfig()
     observation: ObservationConfig = ObservationConfig()
     consolidation: ConsolidationConfig = ConsolidationConfig()
+    llm: LLMConfig = LLMConfig()
     compost: CompostConfig = CompostConfig()
     rhythms: RhythmsConfig = RhythmsConfig()
     log: LogConfig = LogConfig()
@@ -197,6 +234,17 @@ class Config(_Section):
         if duplicates:
             raise ConfigError(f"rhythms.templates: rhythm names must be unique: {duplicates}")
         return templates
+
+    @property
+    def llm_configured(self) -> bool:
+        """A model is named: recall summaries use it (and consolidation, if chosen)."""
+        return bool(self.llm.model)
+
+    @model_validator(mode="after")
+    def _openai_needs_a_model(self) -> Config:
+        if self.consolidation.extractor == "openai" and not self.llm.model:
+            raise ValueError('llm.model is required when consolidation.extractor = "openai"')
+        return self
 
 
 def find_config_file(explicit: Path | None) -> Path | None:
@@ -229,7 +277,8 @@ def parse_config(raw: dict[str, Any], source: Path | None = None) -> Config:
         config = Config.model_validate(raw)
     except ValidationError as exc:
         where = f"{source}: " if source else ""
-        problems = describe(field_errors(exc.errors())).replace("unknown field", "unknown key")
+        errors = field_errors(exc.errors(), whole="")
+        problems = describe(errors).replace("unknown field", "unknown key")
         raise ConfigError(where + problems) from None
     base = source.parent if source else data_dir()
     return _resolve(config, base=base, source=source)
@@ -264,6 +313,13 @@ def _resolve(config: Config, base: Path, source: Path | None) -> Config:
                 compost=absolute(config.paths.compost),
             ),
             "rhythms": RhythmsConfig(templates=[absolute(p) for p in config.rhythms.templates]),
+            "llm": config.llm.model_copy(
+                update={
+                    "api_key_file": absolute(config.llm.api_key_file)
+                    if config.llm.api_key_file
+                    else None
+                }
+            ),
         }
     )
     _check_no_overlap(resolved.paths)

@@ -23,16 +23,22 @@ from receptors.seeds import SeedReceptor
 
 
 def build_receptors(config: Config, store: Store, daily: DailyLog) -> list[Receptor]:
-    """The daemon's receptors, configured. Raises ValueError for an unknown extractor."""
+    """The daemon's receptors, configured. Raises ValueError for an unknown extractor or an
+    LLM key that cannot be read."""
     return [
-        ObservationReceptor(reinforce_delta=config.observation.reinforce_delta),
+        ObservationReceptor(
+            reinforce_delta=config.observation.reinforce_delta,
+            similarity=config.observation.similarity,
+        ),
         SeedReceptor(),
         ConsolidationReceptor(
             store,
             daily,
-            make_extractor(config.consolidation.extractor),
+            make_extractor(config),
             zone=config.zone,
             decay_days=config.consolidation.decay_days,
+            reinforce_delta=config.observation.reinforce_delta,
+            similarity=config.observation.similarity,
         ),
         DailyNoteReceptor(daily, zone=config.zone),
     ]

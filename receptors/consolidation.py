@@ -13,10 +13,20 @@ behind is found again with the same lines at the same positions; mark ids are de
 the day, the lines and the subject; merging is resumable; the wither sweep is idempotent.
 Evidence line numbers are the lines' final positions in the archive (offset by what the
 archive already held), so a mark's evidence always points at an existing line.
+
+The extractor sees the subjects the memory already uses, so its subjects converge. An
+extraction that nearly copies an active or withered mark under the same subject (the same
+fact on another day, or twice on one day) reinforces that mark instead of adding one; the
+reinforcement's id is derived like a mark's, so a retry does not reinforce twice. What the
+extractor found is kept in the delivery's checkpoint, so a retry after a crash writes the
+same marks even if a model would answer differently the second time. The extractor returns
+the whole claim or fails, and everything it yields is written in one transaction: never a
+partial consolidation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from functools import partial
 from typing import ClassVar
@@ -27,7 +37,8 @@ import structlog
 from pydantic import model_validator
 
 from daemon.bus import DeliveryContext, Receptor
-from daemon.core.records import Mark, derived_id
+from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
+from daemon.core.records import Mark, Reinforcement, derived_id
 from daemon.core.signal import Signal
 from daemon.core.strength import withers
 from daemon.core.subjects import normalize_subject
@@ -36,6 +47,7 @@ from daemon.files.fs import RefusedFile
 from daemon.store import Store, Tx
 from receptors.common import Day, Payload, parse_payload
 from receptors.extractors import Extraction, Extractor
+from receptors.near_copies import Wanted, near_copies
 
 log = structlog.get_logger("cambium.consolidation")
 
@@ -68,12 +80,16 @@ class ConsolidationReceptor(Receptor):
         *,
         zone: ZoneInfo,
         decay_days: float = 14.0,
+        reinforce_delta: float = 0.2,
+        similarity: float = DEFAULT_SIMILARITY,
     ) -> None:
         self.store = store
         self.daily = daily
         self.extractor = extractor
         self.zone = zone
         self.decay_days = decay_days
+        self.reinforce_delta = reinforce_delta
+        self.similarity = similarity
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         payload = parse_payload(Consolidate, signal.payload)
@@ -84,7 +100,7 @@ class ConsolidationReceptor(Receptor):
         refused: list[RefusedFile] = []
         for day in days:
             try:
-                await self._consolidate(signal, day)
+                await self._consolidate(signal, delivery, day)
             except RefusedFile as exc:
                 if len(days) == 1:
                     raise
@@ -100,20 +116,85 @@ class ConsolidationReceptor(Receptor):
         if withered:
             log.info("withered", marks=len(withered))
 
-    async def _consolidate(self, signal: Signal, day: date) -> None:
+    async def _consolidate(self, signal: Signal, delivery: DeliveryContext, day: date) -> None:
         """Claim, extract, store the marks, merge; once more if the first claim was one an
         interrupted run left (the live file may have grown since). A leftover claim is
         always extracted again before it is merged: the crash may have come before its
         marks were stored (their ids make a repeat harmless)."""
         while (claim := await anyio.to_thread.run_sync(self.daily.claim, day)) is not None:
-            extractions = await self.extractor.extract(day, claim.lines)
+            extractions = await self._extract(signal, delivery, day, claim.lines, claim.offset)
             marks = [m for e in extractions if (m := self._mark(signal, day, claim.offset, e))]
             # Durable before the lines move: the marks are the day's memory from now on.
-            await self.store.write(partial(_insert_marks, marks))
-            log.info("consolidated", day=day.isoformat(), lines=len(claim.lines), marks=len(marks))
+            new, reinforced = await self.store.write(partial(self._remember, signal, marks))
+            log.info(
+                "consolidated",
+                day=day.isoformat(),
+                lines=len(claim.lines),
+                marks=new,
+                reinforced=reinforced,
+            )
             await anyio.to_thread.run_sync(self.daily.merge, day)
             if not claim.leftover:
                 return
+
+    async def _extract(
+        self,
+        signal: Signal,
+        delivery: DeliveryContext,
+        day: date,
+        lines: list[str],
+        offset: int,
+    ) -> list[Extraction]:
+        """A claim's extractions, asked for once per delivery: a retry after a crash reuses
+        what the interrupted attempt found (a model may word a fact differently the second
+        time, which would make a second mark). Asked again if the claim has grown since."""
+        key = f"extracted {day.isoformat()} after line {offset}"
+        saved = (delivery.checkpoint or {}).get(key)
+        if saved is not None and saved["lines"] == len(lines):
+            return [Extraction.from_json(item) for item in saved["items"]]
+        subjects = await self.store.read(lambda tx: tx.marks.subjects(signal.workspace_id))
+        found = await self.extractor.extract(day, lines, subjects)
+        items = [item.to_json() for item in found]
+        await delivery.save_checkpoint(
+            (delivery.checkpoint or {}) | {key: {"lines": len(lines), "items": items}}
+        )
+        return found
+
+    def _remember(self, signal: Signal, found: Sequence[Mark], tx: Tx) -> tuple[int, int]:
+        """Insert the day's marks, except those that nearly copy an older mark: those
+        reinforce it. Returns how many of each."""
+        stored = near_copies(
+            tx,
+            [Wanted(m.workspace_id, m.subject, m.observation) for m in found],
+            self.similarity,
+        )
+        new: list[Mark] = []
+        boosts: list[tuple[Mark, Reinforcement]] = []
+        for mark, existing in zip(found, stored, strict=True):
+            if existing is None or existing.id == mark.id:  # none, or ours from a retry
+                existing = next((m for m in new if self._same(m, mark)), None)
+            if existing is None:
+                new.append(mark)
+            else:
+                boosts.append((existing, self._reinforcement(signal, mark, existing)))
+        tx.marks.insert(new)  # first: a boost may be for a new mark
+        tx.marks.reinforce(boosts)
+        return len(new), len(boosts)
+
+    def _same(self, earlier: Mark, mark: Mark) -> bool:
+        return earlier.subject == mark.subject and is_near_copy(
+            earlier.observation, mark.observation, self.similarity
+        )
+
+    def _reinforcement(self, signal: Signal, found: Mark, existing: Mark) -> Reinforcement:
+        """``found`` (the mark this extraction would have made) reinforces ``existing``."""
+        return Reinforcement.of(
+            existing,
+            signal,
+            evidence=found.evidence,
+            delta=self.reinforce_delta,
+            id=derived_id("rf", found.id),
+        )
 
     def _mark(self, signal: Signal, day: date, offset: int, found: Extraction) -> Mark | None:
         subject = normalize_subject(found.subject)
@@ -142,11 +223,8 @@ class ConsolidationReceptor(Receptor):
             half_life_days=self.decay_days,
             affinity=found.affinity,
             substrate_refs=found.substrate_refs,
+            provenance=found.provenance,
         )
-
-
-def _insert_marks(marks: list[Mark], tx: Tx) -> None:
-    tx.marks.insert(marks)
 
 
 def wither_sweep(tx: Tx, workspace: str, now: datetime) -> list[str]:

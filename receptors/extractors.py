@@ -1,17 +1,21 @@
 """Extractors turn a day's log lines into observations for the consolidation receptor.
 
 The receptor only knows the :class:`Extractor` interface and picks one by the name in the
-config (``[consolidation] extractor``), so a real LLM extractor is one new class plus one
-line in :data:`EXTRACTORS`, without touching the receptor.
+config (``[consolidation] extractor``): ``mock`` (the default, and the tests' choice) or
+``openai`` (any OpenAI-compatible chat-completions endpoint, :mod:`receptors.llm`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Protocol
+from typing import Any, Literal, Protocol
+
+from daemon.config import Config
+
+Provenance = Literal["stated", "observed", "inferred"]
 
 
 @dataclass(frozen=True)
@@ -22,13 +26,32 @@ class Extraction:
     affinity: tuple[str, ...] = ()
     substrate_refs: tuple[str, ...] = ()
     initial_strength: float = 0.7
+    provenance: Provenance = "observed"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Extraction:
+        return cls(
+            subject=data["subject"],
+            observation=data["observation"],
+            line_range=(data["line_range"][0], data["line_range"][1]),
+            affinity=tuple(data["affinity"]),
+            substrate_refs=tuple(data["substrate_refs"]),
+            initial_strength=data["initial_strength"],
+            provenance=data["provenance"],
+        )
 
 
 class Extractor(Protocol):
     name: str
 
-    async def extract(self, day: date, lines: Sequence[str]) -> list[Extraction]:
-        """Observations found in ``lines`` (the day's file, line 1 first)."""
+    async def extract(
+        self, day: date, lines: Sequence[str], known_subjects: Sequence[str] = ()
+    ) -> list[Extraction]:
+        """Observations found in ``lines`` (the day's file, line 1 first). ``known_subjects``
+        are the subjects the memory already uses, for an extractor that names subjects."""
         ...
 
 
@@ -42,7 +65,9 @@ class MockExtractor:
 
     name: str = field(default="mock", init=False)
 
-    async def extract(self, day: date, lines: Sequence[str]) -> list[Extraction]:
+    async def extract(
+        self, day: date, lines: Sequence[str], known_subjects: Sequence[str] = ()
+    ) -> list[Extraction]:
         found = []
         for number, line in enumerate(lines, start=1):
             match = _OBS.match(line)
@@ -51,13 +76,33 @@ class MockExtractor:
         return found
 
 
-EXTRACTORS: dict[str, Callable[[], Extractor]] = {"mock": MockExtractor}
+def _openai(config: Config) -> Extractor:
+    from daemon.llm import chat_client
+    from receptors.llm.extractor import OpenAIExtractor
+
+    return OpenAIExtractor(
+        chat_client(config.llm),
+        max_lines_per_call=config.llm.max_lines_per_call,
+        overlap_lines=config.llm.overlap_lines,
+        max_attempts=config.llm.max_attempts,
+        similarity=config.observation.similarity,
+    )
 
 
-def make_extractor(name: str) -> Extractor:
+EXTRACTORS: dict[str, Callable[[Config], Extractor]] = {
+    "mock": lambda config: MockExtractor(),
+    "openai": _openai,
+}
+
+
+def make_extractor(config: Config) -> Extractor:
+    """The configured extractor. Raises ValueError naming the problem (an unknown name, an
+    API key that cannot be read)."""
+    name = config.consolidation.extractor
     try:
-        return EXTRACTORS[name]()
+        factory = EXTRACTORS[name]
     except KeyError:
         raise ValueError(
             f"unknown extractor {name!r}; known: {', '.join(sorted(EXTRACTORS))}"
         ) from None
+    return factory(config)

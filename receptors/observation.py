@@ -1,23 +1,24 @@
 """``memory.observation`` → a mark, or a reinforcement of the same mark.
 
 The mark's strength starts at the signal's intensity and halves every ``decay_rate`` seconds
-of the signal (the mark's ``half_life_days``). The same normalized subject and observation
-text seen again, while the mark is active or withered, reinforces it (reviving a withered
-one)."""
+of the signal (the mark's ``half_life_days``). An observation under the same normalized
+subject that nearly copies an active or withered mark's text (case, whitespace and
+punctuation aside, words overlapping at least ``[observation] similarity``) reinforces that
+mark instead (reviving a withered one)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import model_validator
 
 from daemon.bus import PayloadError, StoppedAt, StoreReceptor
 from daemon.core.clock import SECONDS_PER_DAY
+from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement
 from daemon.core.signal import Signal
 from daemon.store import Tx
-from daemon.store.marks import ObservationKey
 from receptors.common import (
     DayFile,
     LineRange,
@@ -29,6 +30,7 @@ from receptors.common import (
     Text,
     parse_payload,
 )
+from receptors.near_copies import Wanted, near_copies
 
 
 class Evidence(Payload):
@@ -55,14 +57,18 @@ class Observation(Payload):
     evidence: Evidence
     affinity: Tags | None = None
     substrate_refs: list[SubstrateRef] = []
+    provenance: Literal["stated", "observed", "inferred"] = "observed"
 
 
 class ObservationReceptor(StoreReceptor):
     key: ClassVar[str] = "observation"
     binds: ClassVar[frozenset[str]] = frozenset({"memory.observation"})
 
-    def __init__(self, reinforce_delta: float = 0.2) -> None:
+    def __init__(
+        self, reinforce_delta: float = 0.2, similarity: float = DEFAULT_SIMILARITY
+    ) -> None:
         self.reinforce_delta = reinforce_delta
+        self.similarity = similarity
 
     def apply(self, tx: Tx, signal: Signal) -> None:
         try:
@@ -77,39 +83,48 @@ class ObservationReceptor(StoreReceptor):
                 observed.append((signal, parse_payload(Observation, signal.payload)))
             except PayloadError as exc:
                 raise StoppedAt(index, exc) from exc
-        marks = tx.marks.same_observations(_key(signal, payload) for signal, payload in observed)
+        stored = near_copies(
+            tx,
+            [Wanted(signal.workspace_id, p.subject, p.observation) for signal, p in observed],
+            self.similarity,
+        )
         new: list[Mark] = []
         boosts: list[tuple[Mark, Reinforcement]] = []
-        for signal, payload in observed:
+        for (signal, payload), existing in zip(observed, stored, strict=True):
             evidence = payload.evidence.model_dump(exclude_defaults=True)
             evidence["signal_ids"] = [*payload.evidence.signal_ids, signal.id]
-            key = _key(signal, payload)
-            existing = marks.get(key)
+            # A mark made earlier in this batch is older than none stored, but counts too.
+            existing = existing or next(
+                (m for m in new if self._same(m, signal.workspace_id, payload)), None
+            )
             if existing is None:
-                marks[key] = Mark.observed(
-                    signal,
-                    id=Mark.id_for_signal(signal.id),
-                    subject=payload.subject,
-                    observation=payload.observation,
-                    evidence=evidence,
-                    initial_strength=signal.intensity,
-                    half_life_days=signal.decay_rate / SECONDS_PER_DAY,
-                    affinity=payload.affinity if payload.affinity is not None else signal.affinity,
-                    substrate_refs=payload.substrate_refs,
-                )
-                new.append(marks[key])
-            else:
-                boosts.append(
-                    (
-                        existing,
-                        Reinforcement.of(
-                            existing, signal, evidence=evidence, delta=self.reinforce_delta
+                new.append(
+                    Mark.observed(
+                        signal,
+                        id=Mark.id_for_signal(signal.id),
+                        subject=payload.subject,
+                        observation=payload.observation,
+                        evidence=evidence,
+                        initial_strength=signal.intensity,
+                        half_life_days=signal.decay_rate / SECONDS_PER_DAY,
+                        affinity=(
+                            payload.affinity if payload.affinity is not None else signal.affinity
                         ),
+                        substrate_refs=payload.substrate_refs,
+                        provenance=payload.provenance,
                     )
                 )
+            else:
+                boost = Reinforcement.of(
+                    existing, signal, evidence=evidence, delta=self.reinforce_delta
+                )
+                boosts.append((existing, boost))
         tx.marks.insert(new)  # first: a boost may be for a new mark
         tx.marks.reinforce(boosts)
 
-
-def _key(signal: Signal, payload: Observation) -> ObservationKey:
-    return (signal.workspace_id, payload.subject, payload.observation)
+    def _same(self, mark: Mark, workspace: str, payload: Observation) -> bool:
+        return (
+            mark.workspace_id == workspace
+            and mark.subject == payload.subject
+            and is_near_copy(mark.observation, payload.observation, self.similarity)
+        )

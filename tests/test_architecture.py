@@ -22,7 +22,9 @@ CORE = {"daemon.core"}
 STORE = CORE | {"daemon.store"}
 FILES = CORE | {"daemon.files"}
 BUS = STORE | {"daemon.bus"}
-SERVICES = BUS | FILES | {"daemon.services", "daemon.config"}
+# The language-model client: an adapter to an outside endpoint, like the file layers.
+LLM = CORE | {"daemon.llm", "daemon.config"}
+SERVICES = BUS | FILES | LLM | {"daemon.services"}
 
 # Layer (a module prefix) -> the prefixes its modules may import. The longest prefix wins.
 ALLOWED: dict[str, set[str]] = {
@@ -31,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.files": FILES,
     "daemon.bus": BUS,
     "daemon.config": CORE | {"daemon.config", "rhythms.template"},
+    "daemon.llm": LLM,
     "daemon.services": SERVICES,
     "receptors": SERVICES | {"receptors"},
     "rhythms": STORE | {"rhythms"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -208,11 +209,13 @@ class AppendingExtractor(MockExtractor):
         self.line = line
         self.appended = False
 
-    async def extract(self, day: date, lines: list[str]) -> list[Any]:
+    async def extract(
+        self, day: date, lines: Sequence[str], known_subjects: Sequence[str] = ()
+    ) -> list[Any]:
         if not self.appended:
             self.appended = True
             self.daily.append(day, self.line)
-        return await super().extract(day, lines)
+        return await super().extract(day, lines, known_subjects)
 
 
 @pytest.mark.asyncio

@@ -80,7 +80,8 @@ def test_the_json_is_exactly_the_documented_shape(memory: Layers) -> None:
     assert set(out["substrate"][0]) == {"file", "excerpt", "reason"}
     assert set(out["marks"][0]) == {
         "id", "subject", "observation", "current_strength", "state", "observed_by",
-        "first_observed_at", "last_reinforced_at", "reinforcement_count", "evidence",
+        "first_observed_at", "last_reinforced_at", "reinforcement_count", "provenance",
+            "evidence",
     }  # fmt: skip
     assert out["marks"][0]["first_observed_at"] == "2026-04-11T00:00:00Z"
     assert out["daily"][0] == {

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends
 
 from daemon.api.deps import Running
 from daemon.services.recall import RecallQuery, recall
+from daemon.services.summary import with_summary
 
 router = APIRouter(prefix="/v1/recall", tags=["recall"])
 
@@ -21,6 +22,8 @@ def recall_query(
     limit: int = 10,
     include_withered: bool = False,
     workspace: str | None = None,
+    provenance: str | None = None,
+    summary: bool = False,
 ) -> RecallQuery:
     """The query parameters of recall (and of context), checked: 422 names the field."""
     return RecallQuery.model_validate(
@@ -32,6 +35,8 @@ def recall_query(
             "limit": limit,
             "include_withered": include_withered,
             "workspace": workspace,
+            "provenance": provenance,
+            "summary": summary,
         }
     )
 
@@ -42,4 +47,6 @@ Recalled = Annotated[RecallQuery, Depends(recall_query)]
 @router.get("", summary="What the memory knows about something")
 async def recall_route(services: Running, query: Recalled) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(recall, query, services.layers, services.clock())
+    if query.summary:
+        result = await with_summary(result, query.about, services.layers.llm)
     return result.to_json()

@@ -8,6 +8,7 @@ from daemon.bus.receptor import (
     Receptor,
     StoppedAt,
     StoreReceptor,
+    Undeliverable,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "SignalBus",
     "StoppedAt",
     "StoreReceptor",
+    "Undeliverable",
 ]

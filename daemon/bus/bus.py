@@ -23,10 +23,10 @@ import structlog
 
 from daemon.bus.receptor import (
     DeliveryContext,
-    PayloadError,
     Receptor,
     StoppedAt,
     StoreReceptor,
+    Undeliverable,
 )
 from daemon.core.clock import Clock, utcnow
 from daemon.core.signal import Signal
@@ -317,7 +317,7 @@ class SignalBus:
         delivery = failure.delivery
         attempt = delivery.attempts + 1
         error = str(failure.error) or repr(failure.error)
-        permanent = isinstance(failure.error, PayloadError)
+        permanent = isinstance(failure.error, Undeliverable)
         dead = permanent or attempt >= self.retry_policy.max_attempts
         delay = 0.0 if dead else self.retry_policy.delay(attempt)
         now = self.clock()

@@ -23,9 +23,13 @@ from daemon.store import Tx
 T = TypeVar("T")
 
 
-class PayloadError(ValueError):
-    """The payload breaks the receptor's contract. Retrying cannot help: the delivery is
-    marked dead at once with this message, and the receptor must not have written anything."""
+class Undeliverable(Exception):
+    """Retrying cannot help: the delivery is marked dead at once with this message, and the
+    receptor must not have written anything."""
+
+
+class PayloadError(Undeliverable, ValueError):
+    """The payload breaks the receptor's contract (so retrying cannot help)."""
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field

@@ -86,6 +86,14 @@ def open_memory(config: Config, store: Store) -> Layers:
     show_default=True,
     help="With --format context: the longest the block may be.",
 )
+@click.option(
+    "--provenance",
+    metavar="A,B",
+    help="Only marks that were stated, observed or inferred (comma list).",
+)
+@click.option(
+    "--summary", is_flag=True, help="A short answer citing the items (needs an [llm] model)."
+)
 @json_option
 @config_option
 def recall(
@@ -98,6 +106,8 @@ def recall(
     workspace: str | None,
     output: str,
     max_chars: int,
+    provenance: str | None,
+    summary: bool,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -114,7 +124,10 @@ def recall(
       cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
       cambium memory recall user --min-strength 0.2 --include-withered --json
       cambium memory recall user.food --format context --max-chars 2000
+      cambium memory recall user.food --provenance stated,observed
+      cambium memory recall "Arnold" --summary
     """
+    import anyio
     from pydantic import ValidationError
 
     from daemon.core.clock import utcnow
@@ -129,6 +142,8 @@ def recall(
         "limit": limit,
         "include_withered": include_withered,
         "workspace": workspace,
+        "provenance": provenance,
+        "summary": summary,
     }
     try:
         query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
@@ -145,6 +160,10 @@ def recall(
             memory = open_memory(config, store)
             files = query.model_copy(update={"layers": without_marks})
             result = run_recall(files, memory, utcnow())
+    if query.summary:
+        from daemon.services.summary import with_summary
+
+        result = anyio.run(with_summary, result, query.about, config.llm)
     if output == "context":
         from daemon.services.context import render
 
@@ -210,6 +229,7 @@ def mark(
         "subject": subject,
         "observation": observation,
         "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+        "provenance": "stated",
     }
     config = load(config_path)
     answer = _send(

@@ -179,8 +179,13 @@ def recall_view(result: RecallResult, layers: Sequence[str]) -> RenderableType:
             ],
         ),
     }
-    # The layers in their canonical order.
-    return apart(views[name]() for name in views if name in layers)
+    # The layers in their canonical order, after the summary when there is one.
+    summary = (
+        [Group(Text("summary", style="bold"), indent(Text(result.summary)))]
+        if result.summary
+        else []
+    )
+    return apart([*summary, *(views[name]() for name in views if name in layers)])
 
 
 def apart(renderables: Iterable[RenderableType]) -> Group:
@@ -211,7 +216,8 @@ def mark_view(hit: MarkHit) -> RenderableType:
                 [
                     ("state", mark.state),
                     ("strength", strength_view(hit)),
-                    ("mark", f"{mark.id}, observed by {mark.observed_by}"),
+                    # stated / observed / inferred by whoever emitted it
+                    ("mark", f"{mark.id}, {mark.provenance} by {mark.observed_by}"),
                     (
                         "seen",
                         f"first {when(mark.first_observed_at)}, "

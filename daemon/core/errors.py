@@ -20,14 +20,15 @@ class FieldError:
 
 
 def field_errors(
-    details: Iterable[Mapping[str, Any]], *, skip_location: int = 0
+    details: Iterable[Mapping[str, Any]], *, skip_location: int = 0, whole: str = "body"
 ) -> list[FieldError]:
     """Pydantic's error details (``exc.errors()``) as field errors. ``skip_location`` drops
-    leading location parts (FastAPI prefixes ``query``/``body``)."""
+    leading location parts (FastAPI prefixes ``query``/``body``); an error about the input
+    as a whole is named ``whole``."""
     errors = []
     for error in details:
         location = error["loc"][skip_location:] or error["loc"]
-        field = ".".join(str(part) for part in location) or "body"
+        field = ".".join(str(part) for part in location) or whole
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field"
@@ -37,4 +38,4 @@ def field_errors(
 
 def describe(errors: Iterable[FieldError]) -> str:
     """``field: rule; field: rule`` — how field errors read in messages and logs."""
-    return "; ".join(f"{e.field}: {e.message}" for e in errors)
+    return "; ".join(f"{e.field}: {e.message}" if e.field else e.message for e in errors)

@@ -49,6 +49,9 @@ class Mark(_Record):
     affinity: list[str] = field(default_factory=list)
     substrate_refs: list[str] = field(default_factory=list)
     state: str = "active"  # active | withered | promoted
+    # stated (a human said it) | observed (an agent saw it) | inferred (an extractor or
+    # agent concluded it)
+    provenance: str = "observed"
     created_at: datetime
     updated_at: datetime
 
@@ -70,6 +73,7 @@ class Mark(_Record):
         half_life_days: float,
         affinity: Sequence[str] = (),
         substrate_refs: Sequence[str] = (),
+        provenance: str = "observed",
     ) -> Mark:
         """A new, active mark made from ``signal``: its workspace, its emitter as the observer
         and its instant as the moment of observation. ``id`` is derived from what made it
@@ -87,6 +91,7 @@ class Mark(_Record):
             last_reinforced_at=signal.emitted_at,
             affinity=list(affinity),
             substrate_refs=list(substrate_refs),
+            provenance=provenance,
             created_at=signal.emitted_at,
             updated_at=signal.emitted_at,
         )
@@ -107,10 +112,19 @@ class Reinforcement(_Record):
         return derived_id("rf", signal_id)
 
     @classmethod
-    def of(cls, mark: Mark, signal: Signal, *, evidence: dict[str, Any], delta: float) -> Self:
-        """``signal`` said again what ``mark`` says: one reinforcement per signal."""
+    def of(
+        cls,
+        mark: Mark,
+        signal: Signal,
+        *,
+        evidence: dict[str, Any],
+        delta: float,
+        id: str | None = None,
+    ) -> Self:
+        """``signal`` said again what ``mark`` says: one reinforcement per signal (unless
+        ``id`` names another origin, as one extraction of many in a consolidation)."""
         return cls(
-            id=cls.id_for_signal(signal.id),
+            id=id or cls.id_for_signal(signal.id),
             mark_id=mark.id,
             reinforced_at=signal.emitted_at,
             reinforced_by=signal.source_id,

@@ -20,9 +20,16 @@ from datetime import date, datetime, timedelta
 from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from daemon.config import Config
+from daemon.config import Config, LLMConfig
 from daemon.core.clock import iso, to_utc
 from daemon.core.records import Mark
 from daemon.core.signal import ShortName
@@ -36,6 +43,7 @@ from daemon.store import Store, Tx
 T = TypeVar("T")
 
 Layer = Literal["substrate", "marks", "daily", "compost"]
+Provenance = Literal["stated", "observed", "inferred"]
 LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
 MAX_HORIZON_DAYS = 36_500
@@ -54,6 +62,8 @@ class RecallQuery(BaseModel):
     limit: int = Field(10, ge=1, le=1000)
     include_withered: bool = False
     workspace: ShortName | None = None  # default: the daemon's configured workspace
+    provenance: tuple[Provenance, ...] | None = None  # only marks of these provenances
+    summary: bool = False  # fill the summary (with an LLM configured; see services.summary)
 
     @model_validator(mode="before")
     @classmethod
@@ -66,11 +76,11 @@ class RecallQuery(BaseModel):
                 data["min_strength"] = 0.0
         return data
 
-    @field_validator("layers", mode="before")
+    @field_validator("layers", "provenance", mode="before")
     @classmethod
-    def _split_layers(cls, value: Any) -> Any:
+    def _split_comma_lists(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
-            return LAYERS
+            return LAYERS if info.field_name == "layers" else None
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         return tuple(dict.fromkeys(value)) if isinstance(value, list | tuple) else value
@@ -124,6 +134,7 @@ class MarkHit:
             "first_observed_at": iso(m.first_observed_at),
             "last_reinforced_at": iso(m.last_reinforced_at),
             "reinforcement_count": m.reinforcement_count,
+            "provenance": m.provenance,
             "evidence": m.evidence,
         }
 
@@ -134,6 +145,7 @@ class RecallResult:
     marks: list[MarkHit]
     daily: list[DailyHit]
     compost: list[CompostHit]
+    summary: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The documented shape (SPEC §6), and nothing more."""
@@ -154,7 +166,7 @@ class RecallResult:
                 }
                 for h in self.compost
             ],
-            "summary": None,
+            "summary": self.summary,
         }
 
 
@@ -169,6 +181,7 @@ class Layers:
     workspace: str
     zone: ZoneInfo
     mark_text: MarkText = field(default_factory=MarkText)
+    llm: LLMConfig | None = None  # the model for summaries, when one is configured
 
     @classmethod
     def from_config(cls, config: Config, store: Store) -> Layers:
@@ -179,6 +192,7 @@ class Layers:
             compost=Compost(config.paths.compost, config.compost.templates),
             workspace=config.workspace,
             zone=config.zone,
+            llm=config.llm if config.llm_configured else None,
         )
 
 
@@ -221,13 +235,14 @@ def _marks(
 
     def read(tx: Tx) -> list[MarkHit]:
         # Under the subject prefix, or saying a word of the query.
-        scored = tx.marks.score(workspace, query.about, states, now, reinforced_since=since)
+        provenances = query.provenance
+        scored = tx.marks.score(workspace, query.about, states, now, since, provenances)
         said = memory.mark_text.search(tx, workspace, query.about)
         seen = {s.mark_id for s in scored}
         if said:
             scored += [
                 s
-                for s in tx.marks.score_among(said, workspace, states, now, reinforced_since=since)
+                for s in tx.marks.score_among(said, workspace, states, now, since, provenances)
                 if s.mark_id not in seen
             ]
         strong = [s for s in scored if s.value >= query.min_strength]

@@ -15,6 +15,7 @@ from sqlalchemy import Select, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
+from daemon.core.likeness import normalize_text
 from daemon.core.records import Mark, Reinforcement
 from daemon.core.strength import Strength, current_strength, strength
 from daemon.core.subjects import normalize_subject
@@ -26,11 +27,12 @@ reinforcements = ReinforcementTable.__table__  # type: ignore[attr-defined]
 
 MARK_STATES = ("active", "withered", "promoted")
 
-ObservationKey = tuple[str, str, str]  # workspace, normalized subject, observation text
-
 
 def fingerprint(subject: str, observation: str) -> str:
-    return hashlib.sha256(f"{subject}\x1f{observation}".encode()).hexdigest()[:32]
+    """Finds the marks saying the same thing under a subject through an index: case,
+    whitespace and punctuation aside (:func:`daemon.core.likeness.normalize_text`)."""
+    normalized = normalize_text(observation)
+    return hashlib.sha256(f"{subject}\x1f{normalized}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,11 @@ class Scored:
 
 @cache
 def _matching_query(
-    columns: tuple[ColumnElement[Any], ...], states: tuple[str, ...], prefix: bool, since: bool
+    columns: tuple[ColumnElement[Any], ...],
+    states: tuple[str, ...],
+    prefix: bool,
+    since: bool,
+    provenances: tuple[str, ...] | None = None,
 ) -> Select[Any]:
     """Marks of a workspace in some states, optionally under a subject prefix and reinforced
     since an instant. Built once per shape, with bound parameters.
@@ -83,6 +89,8 @@ def _matching_query(
         )
     if since:
         query = query.where(marks.c.last_reinforced_at >= bindparam("since"))
+    if provenances is not None:
+        query = query.where(marks.c.provenance.in_(provenances))
     return query
 
 
@@ -93,6 +101,27 @@ _SCORING_COLUMNS = (
     marks.c.first_observed_at,
     marks.c.last_reinforced_at,
     marks.c.reinforcement_count,
+)
+
+_RANKED = (
+    select(
+        marks.c.id,
+        func.row_number()
+        .over(partition_by=marks.c.subject, order_by=marks.c.last_reinforced_at.desc())
+        .label("recency"),
+    )
+    .where(
+        marks.c.workspace_id == bindparam("workspace"),
+        marks.c.subject.in_(bindparam("subjects", expanding=True)),
+        marks.c.state.in_(("active", "withered")),
+    )
+    .subquery()
+)
+_RECENT_TEXTS = (
+    select(marks.c.id, marks.c.subject, marks.c.observation)
+    .join(_RANKED, _RANKED.c.id == marks.c.id)
+    .where(_RANKED.c.recency <= bindparam("per_subject"))
+    .order_by(marks.c.first_observed_at, marks.c.id)
 )
 
 _COUNT_REINFORCEMENTS = (
@@ -167,11 +196,14 @@ class Marks:
         states: Sequence[str],
         now: datetime,
         reinforced_since: datetime | None = None,
+        provenances: Sequence[str] | None = None,
     ) -> list[Scored]:
-        """Every matching mark's strength at ``now``. Only the columns strength needs are
-        read (no JSON), so ranking many marks stays cheap; fetch the winners with
-        :meth:`get_many`."""
-        rows = self._matching(_SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+        """Every matching mark's strength at ``now`` (of the given provenances, if any are
+        given). Only the columns strength needs are read (no JSON), so ranking many marks
+        stays cheap; fetch the winners with :meth:`get_many`."""
+        rows = self._matching(
+            _SCORING_COLUMNS, workspace, prefix, states, reinforced_since, provenances
+        )
         return self._scored(rows, now)
 
     def score_among(
@@ -181,10 +213,11 @@ class Marks:
         states: Sequence[str],
         now: datetime,
         reinforced_since: datetime | None = None,
+        provenances: Sequence[str] | None = None,
     ) -> list[Scored]:
         """Like :meth:`score`, for the marks with these ids. Looked up by primary key alone
         (then filtered here), so no plan can scan a whole workspace for a few ids."""
-        columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state)
+        columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state, marks.c.provenance)
         rows: list[Any] = []
         for start in range(0, len(mark_ids), 500):  # bounded IN lists
             chunk = mark_ids[start : start + 500]
@@ -195,6 +228,7 @@ class Marks:
             if row.workspace_id == workspace
             and row.state in states
             and (reinforced_since is None or row.last_reinforced_at >= reinforced_since)
+            and (provenances is None or row.provenance in provenances)
         ]
         return self._scored(kept, now)
 
@@ -238,27 +272,55 @@ class Marks:
         ).where(where)
         return [MarkText(*row) for row in self.connection.execute(query)]
 
-    def same_observations(self, keys: Iterable[ObservationKey]) -> dict[ObservationKey, Mark]:
-        """For each key, the oldest active or withered mark saying that (found by
-        fingerprint through an index, however long the text)."""
-        wanted = set(keys)
-        found: dict[ObservationKey, Mark] = {}
-        if not wanted:
-            return found
-        rows = self.connection.execute(
-            select(marks)
-            .where(
-                marks.c.workspace_id.in_({w for w, _, _ in wanted}),
-                marks.c.fingerprint.in_({fingerprint(s, o) for _, s, o in wanted}),
-                marks.c.state.in_(("active", "withered")),
+    # -- what "no near-copies" reads (receptors/near_copies.py) ---------------------------
+
+    def oldest_by_fingerprint(
+        self, workspaces: set[str], fingerprints: Sequence[str]
+    ) -> dict[tuple[str, str], str]:
+        """(workspace, fingerprint) -> the id of the oldest active or withered mark with that
+        fingerprint (through an index, however long the subject's history)."""
+        oldest: dict[tuple[str, str], str] = {}
+        for start in range(0, len(fingerprints), 500):  # bounded IN lists
+            rows = self.connection.execute(
+                select(marks.c.id, marks.c.workspace_id, marks.c.fingerprint)
+                .where(
+                    marks.c.workspace_id.in_(workspaces),
+                    marks.c.fingerprint.in_(fingerprints[start : start + 500]),
+                    marks.c.state.in_(("active", "withered")),
+                )
+                .order_by(marks.c.first_observed_at, marks.c.id)
             )
-            .order_by(marks.c.first_observed_at)
-        )
-        for row in rows:
-            key = (row.workspace_id, row.subject, row.observation)
-            if key in wanted and key not in found:
-                found[key] = Mark.from_row(row._mapping)
+            for mark_id, workspace, found in rows:
+                oldest.setdefault((workspace, found), mark_id)
+        return oldest
+
+    def recent_texts(
+        self, workspace: str, subjects: Sequence[str], per_subject: int
+    ) -> dict[str, list[tuple[str, str]]]:
+        """Subject -> (id, text) of its ``per_subject`` most recently reinforced active or
+        withered marks, oldest first. The ranking reads only narrow columns."""
+        found: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        ordered = sorted(subjects)
+        for start in range(0, len(ordered), 500):  # bounded IN lists
+            parameters = {
+                "workspace": workspace,
+                "subjects": ordered[start : start + 500],
+                "per_subject": per_subject,
+            }
+            for row in self.connection.execute(_RECENT_TEXTS, parameters):
+                found[row.subject].append((row.id, row.observation))
         return found
+
+    def subjects(self, workspace: str) -> list[str]:
+        """Every subject the workspace's live memory uses (active, withered or promoted)."""
+        return list(
+            self.connection.execute(
+                select(marks.c.subject)
+                .distinct()
+                .where(marks.c.workspace_id == workspace, marks.c.state.in_(MARK_STATES))
+                .order_by(marks.c.subject)
+            ).scalars()
+        )
 
     def reinforce(self, boosts: Sequence[tuple[Mark, Reinforcement]]) -> None:
         """Record reinforcements (each id once), count them on their marks, revive withered
@@ -314,10 +376,17 @@ class Marks:
         prefix: str,
         states: Sequence[str],
         reinforced_since: datetime | None,
+        provenances: Sequence[str] | None = None,
     ) -> list[Any]:
         subject = normalize_subject(prefix)
         escaped = escape_like(subject)
-        query = _matching_query(columns, tuple(states), bool(subject), reinforced_since is not None)
+        query = _matching_query(
+            columns,
+            tuple(states),
+            bool(subject),
+            reinforced_since is not None,
+            None if provenances is None else tuple(sorted(provenances)),
+        )
         parameters = {
             "workspace": workspace,
             "subject": subject,

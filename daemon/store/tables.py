@@ -123,6 +123,7 @@ class MarkTable(SQLModel, table=True):
     affinity: list[str] = _json(list)
     substrate_refs: list[str] = _json(list)
     state: str = Field(default="active", max_length=16)  # active | withered | promoted
+    provenance: str = Field(default="observed", max_length=16)  # stated | observed | inferred
     created_at: datetime = _instant()
     updated_at: datetime = _instant()
 

@@ -1,0 +1,174 @@
+"""A small client for any OpenAI-compatible chat-completions endpoint (llama.cpp's server,
+Ollama, vLLM, hosted APIs), on httpx.
+
+It asks for JSON constrained by a schema (``response_format: json_schema``) and, when a
+server answers that it does not support that, asks again without it and remembers (the
+prompt itself also demands JSON only). A 429 or 503 is waited out as its ``Retry-After``
+says, a bounded number of times. Anything else that keeps an answer from arriving is an
+:class:`LLMError`, which fails the delivery and lets the bus retry it later.
+
+The API key comes from an environment variable or from a file only its owner can read;
+never from the config text. Request bodies are never logged (they hold the user's lines).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import structlog
+
+log = structlog.get_logger("cambium.llm")
+
+Message = dict[str, str]
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+class LLMError(Exception):
+    """No usable answer arrived: unreachable, timed out, rate limited too long, refused."""
+
+
+class ApiKeyError(ValueError):
+    """The API key cannot be read; the message names the config key and the rule."""
+
+
+class InvalidAnswer(ValueError):
+    """The model's answer cannot be used; the message says why (and is shown to the model
+    when it is asked again)."""
+
+
+def json_text(answer: str) -> str:
+    """The JSON object in ``answer``: the whole text, a fenced block, or the outermost braces
+    of a chatty reply."""
+    text = answer.strip()
+    fenced = _FENCE.search(text)
+    if fenced:
+        text = fenced[1].strip()
+    if not text.startswith("{"):
+        start, end = text.find("{"), text.rfind("}")
+        if start == -1 or end < start:
+            raise InvalidAnswer("no JSON object in the answer")
+        text = text[start : end + 1]
+    return text
+
+
+def read_api_key(env: str | None, file: Path | None) -> str | None:
+    """The key from ``$env`` or from ``file`` (which must not be readable by anyone else)."""
+    if env:
+        key = os.environ.get(env, "").strip()
+        if not key:
+            raise ApiKeyError(f"llm.api_key_env: the environment variable {env} is not set")
+        return key
+    if file is None:
+        return None
+    try:
+        mode = file.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ApiKeyError(
+                f"llm.api_key_file: {file} must be readable by its owner only (chmod 600)"
+            )
+        key = file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ApiKeyError(f"llm.api_key_file: cannot read {file}: {exc.strerror}") from None
+    if not key:
+        raise ApiKeyError(f"llm.api_key_file: {file} is empty")
+    return key
+
+
+def _retry_after(response: httpx.Response, cap: float) -> float:
+    """Seconds to wait as the server asks (a number or an HTTP date); 1 s if it does not."""
+    value = response.headers.get("retry-after", "").strip()
+    seconds = 1.0
+    if value:
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                when = parsedate_to_datetime(value)
+                seconds = when.timestamp() - time.time()
+            except (TypeError, ValueError):
+                seconds = 1.0
+    return min(max(seconds, 0.0), cap)
+
+
+def _refuses_schema(response: httpx.Response) -> bool:
+    """A server that cannot constrain output says so with a 400 or 422 naming the field."""
+    return response.status_code in (400, 422) and (
+        "response_format" in response.text or "json_schema" in response.text
+    )
+
+
+@dataclass
+class ChatClient:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout: float = 60.0
+    temperature: float = 0.0
+    max_waits: int = 3  # how many 429/503 answers are waited out per request
+    max_wait_seconds: float = 60.0
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    schema_supported: bool = field(default=True, init=False)
+
+    async def complete(self, messages: list[Message], schema: dict[str, Any] | None = None) -> str:
+        """The assistant's text for ``messages``; with ``schema``, constrained to it where
+        the server can."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "stream": False,
+        }
+        if schema is not None and self.schema_supported:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
+            response = await self._post(http, url, body)
+            if "response_format" in body and _refuses_schema(response):
+                log.info("llm without json_schema support: asking for plain JSON")
+                self.schema_supported = False
+                del body["response_format"]
+                response = await self._post(http, url, body)
+        if response.status_code != 200:
+            raise LLMError(
+                f"the model server answered {response.status_code}: {response.text[:200]!r}"
+            )
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise LLMError("the model server's answer is not a chat completion") from None
+        return content if isinstance(content, str) else ""
+
+    async def _post(
+        self, http: httpx.AsyncClient, url: str, body: dict[str, Any]
+    ) -> httpx.Response:
+        waited = 0
+        while True:
+            try:
+                response = await http.post(url, json=body)
+            except httpx.TimeoutException:
+                raise LLMError(
+                    f"the model server did not answer within {self.timeout:g} s"
+                ) from None
+            except httpx.HTTPError as exc:
+                raise LLMError(f"cannot reach the model server at {self.base_url}: {exc}") from None
+            if response.status_code not in (429, 503) or waited == self.max_waits:
+                return response
+            waited += 1
+            delay = _retry_after(response, self.max_wait_seconds)
+            log.info("llm busy, waiting", status=response.status_code, seconds=delay)
+            await self.sleep(delay)

@@ -1,0 +1,145 @@
+"""The ``openai`` extractor: a day's lines become facts by asking a language model.
+
+- Lines are redacted before they are sent (:mod:`daemon.llm.redact`), and they are
+  never logged.
+- A long day is sent in chunks of ``max_lines_per_call`` lines that overlap by
+  ``overlap_lines``, so a fact written across a chunk boundary is seen whole by one call;
+  the same fact found by two calls is kept once.
+- Each answer is validated (:mod:`receptors.llm.answer`). An unusable one is shown back to
+  the model with what is wrong, up to ``max_attempts`` answers per chunk; after that the
+  extraction fails as a whole (:class:`ExtractionFailed`, which the bus marks dead at once)
+  with the raw answer logged, truncated. Nothing is returned until every chunk succeeded,
+  so a day is consolidated completely or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import date
+
+import structlog
+
+from daemon.bus import Undeliverable
+from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
+from daemon.llm.client import ChatClient, InvalidAnswer
+from daemon.llm.redact import redact_lines
+from receptors.extractors import Extraction
+from receptors.llm.answer import SCHEMA, Fact, parse_answer
+from receptors.llm.prompt import extraction_messages, nearest_subjects, retry_messages
+
+log = structlog.get_logger("cambium.llm")
+
+LOGGED_ANSWER_CHARS = 2000
+INFERRED_STRENGTH = 0.6  # a model's reading of a day is weaker evidence than a stated fact
+
+
+class ExtractionFailed(Undeliverable):
+    """The model gave no usable answer for part of the day, however often it was asked."""
+
+
+def chunk_ranges(total: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """1-indexed inclusive line ranges of at most ``size`` lines covering ``1..total``, each
+    starting ``overlap`` lines before the previous one ended."""
+    if overlap >= size:
+        raise ValueError("overlap must be smaller than the chunk size")
+    ranges: list[tuple[int, int]] = []
+    start = 1
+    while start <= total:
+        end = min(start + size - 1, total)
+        ranges.append((start, end))
+        if end == total:
+            break
+        start = end - overlap + 1
+    return ranges
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] + 1 and b[0] <= a[1] + 1
+
+
+def merge_duplicates(found: Sequence[Extraction], threshold: float) -> list[Extraction]:
+    """One extraction per fact: a near-copy of an earlier one (same subject, or lines that
+    overlap it) is folded into it, widening its line range when their lines touch."""
+    kept: list[Extraction] = []
+    for item in found:
+        for index, earlier in enumerate(kept):
+            same_place = earlier.subject == item.subject or _overlaps(
+                earlier.line_range, item.line_range
+            )
+            if same_place and is_near_copy(earlier.observation, item.observation, threshold):
+                if _overlaps(earlier.line_range, item.line_range):
+                    widened = (
+                        min(earlier.line_range[0], item.line_range[0]),
+                        max(earlier.line_range[1], item.line_range[1]),
+                    )
+                    kept[index] = replace(earlier, line_range=widened)
+                break
+        else:
+            kept.append(item)
+    return kept
+
+
+@dataclass
+class OpenAIExtractor:
+    client: ChatClient
+    max_lines_per_call: int = 200
+    overlap_lines: int = 5
+    max_attempts: int = 3
+    similarity: float = DEFAULT_SIMILARITY
+    name: str = field(default="openai", init=False)
+
+    async def extract(
+        self, day: date, lines: Sequence[str], known_subjects: Sequence[str] = ()
+    ) -> list[Extraction]:
+        redacted = redact_lines(lines)
+        found: list[Extraction] = []
+        for first, last in chunk_ranges(len(lines), self.max_lines_per_call, self.overlap_lines):
+            chunk = redacted[first - 1 : last]
+            if not any(line.strip() for line in chunk):
+                continue
+            numbered = list(enumerate(chunk, start=first))
+            subjects = nearest_subjects(known_subjects, chunk)
+            facts = await self._ask(day, numbered, subjects)
+            found.extend(_extraction(fact) for fact in facts)
+        merged = merge_duplicates(found, self.similarity)
+        log.info("llm extracted", day=day.isoformat(), facts=len(found), kept=len(merged))
+        return merged
+
+    async def _ask(
+        self, day: date, numbered: list[tuple[int, str]], subjects: list[str]
+    ) -> list[Fact]:
+        first, last = numbered[0][0], numbered[-1][0]
+        conversation = extraction_messages(day, numbered, subjects)
+        messages = conversation
+        for attempt in range(1, self.max_attempts + 1):
+            answer = await self.client.complete(messages, SCHEMA)
+            try:
+                return parse_answer(answer, first, last)
+            except InvalidAnswer as exc:
+                problem = str(exc)
+            log.warning(
+                "llm answer invalid",
+                day=day.isoformat(),
+                lines=f"{first}-{last}",
+                attempt=attempt,
+                problem=problem,
+                answer=answer[:LOGGED_ANSWER_CHARS],
+                answer_chars=len(answer),
+            )
+            messages = retry_messages(conversation, answer, problem)
+        raise ExtractionFailed(
+            f"the model gave no usable answer for {day.isoformat()} lines {first}-{last} "
+            f"in {self.max_attempts} attempts; last problem: {problem}"
+        )
+
+
+def _extraction(fact: Fact) -> Extraction:
+    return Extraction(
+        subject=fact.subject,
+        observation=fact.observation,
+        line_range=fact.line_range,
+        affinity=tuple(fact.affinity),
+        initial_strength=INFERRED_STRENGTH,
+        provenance="inferred",
+    )

@@ -1,0 +1,116 @@
+"""A scripted OpenAI-compatible chat-completions server on a loopback port, for tests.
+
+It speaks real HTTP (the standard library's threading server), so the extractor's real
+client code path runs: requests, headers, status codes, Retry-After, timeouts. Each request
+takes the next scripted :class:`Reply`; every request body is recorded, so a test can check
+exactly what left the "machine".
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str | None = None  # the assistant's text, wrapped in a chat completion
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str | None = None  # a raw body instead of a completion
+    hang: bool = False  # never answer (until the server closes)
+
+
+def facts(*items: tuple[str, str, int, int]) -> str:
+    """An answer in the requested shape: (subject, observation, first line, last line)."""
+    return json.dumps(
+        {
+            "facts": [
+                {"subject": s, "observation": o, "line_range": [a, b], "affinity": []}
+                for s, o, a, b in items
+            ]
+        }
+    )
+
+
+@dataclass
+class ChatServer:
+    url: str
+    script: list[Reply]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+    def say(self, *replies: Reply | str) -> None:
+        self.script.extend(Reply(r) if isinstance(r, str) else r for r in replies)
+
+    def user_texts(self) -> list[str]:
+        """The user messages of every request, in order."""
+        return [
+            m["content"] for body in self.requests for m in body["messages"] if m["role"] == "user"
+        ]
+
+
+@contextmanager
+def chat_server() -> Iterator[ChatServer]:
+    release = threading.Event()
+    server_state: ChatServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", 0))
+            body = json.loads(self.rfile.read(length))
+            server_state.requests.append(body)
+            server_state.headers.append(dict(self.headers))
+            if self.path != "/v1/chat/completions":
+                self._send(404, {}, '{"error": "not found"}')
+                return
+            reply = server_state.script.pop(0) if server_state.script else Reply(status=500)
+            if reply.hang:
+                release.wait(30)
+                return
+            if reply.body is not None or reply.content is None:
+                self._send(reply.status, reply.headers, reply.body or "{}")
+                return
+            completion = {
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply.content},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+            self._send(reply.status, reply.headers, json.dumps(completion))
+
+        def _send(self, status: int, headers: dict[str, str], text: str) -> None:
+            data = text.encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    server_state = ChatServer(url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", script=[])
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server_state
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
