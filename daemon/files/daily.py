@@ -33,7 +33,15 @@ from pathlib import Path
 
 import structlog
 
-from daemon.files.text import Index
+from daemon.files.fusion import (
+    DENSE_CANDIDATES,
+    DENSE_WEIGHT,
+    FUSION_K,
+    DenseRanker,
+    HybridIndex,
+    ranking,
+    reciprocal_rank_fusion,
+)
 
 log = structlog.get_logger("cambium.daily")
 
@@ -80,13 +88,13 @@ class DailyLog:
     """The daily files in one directory. Appends and archives are serialised per instance;
     searches cache each file's lines until the file changes."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, dense: DenseRanker[_LineKey] | None = None) -> None:
         self.directory = directory
         self.archive_directory = directory / "archive"
         self._lock = threading.Lock()  # append and archive
         self._cache_lock = threading.Lock()  # the search cache and its index
         self._cache: dict[tuple[date, bool], _CachedFile] = {}
-        self._index: Index[_LineKey] = Index()
+        self._index: HybridIndex[_LineKey] = HybridIndex(dense)
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -246,16 +254,17 @@ class DailyLog:
                 day, archived, _ = key
                 return not archived or archived_since is None or day >= archived_since
 
-            raw = self._index.scores(query, where=None if archived_since is None else wanted)
-            candidates = []
-            for key in raw:
-                day, archived, number = key
-                neighbours = raw.get((day, archived, number - 1), 0.0) + raw.get(
-                    (day, archived, number + 1), 0.0
+            where = None if archived_since is None else wanted
+            scores = _with_neighbours(self._index.scores(query, where=where))
+            if self._index.dense is not None:
+                similar = self._index.dense.nearest(query, DENSE_CANDIDATES, where=where)
+                scores = reciprocal_rank_fusion(
+                    [ranking(scores, _line_order), ranking(similar, _line_order)],
+                    weights=(1.0, DENSE_WEIGHT),
+                    k=FUSION_K,
                 )
-                score = raw[key] + NEIGHBOUR_WEIGHT * neighbours
-                # Best first; on equal scores the newer day, then the earlier line.
-                candidates.append((-score, -day.toordinal(), number, key))
+            # Best first; on equal scores the newer day, then the earlier line.
+            candidates = [(-score, *_line_order(key), key) for key, score in scores.items()]
             # Only as many lines as the hits need are taken: pop them in order from a heap
             # rather than sorting every matching line.
             heapq.heapify(candidates)
@@ -307,6 +316,24 @@ class DailyLog:
             self._cache[(day, archived)] = cached
             for number, line in enumerate(cached.lines, start=1):
                 self._index.add((day, archived, number), line)
+
+
+def _with_neighbours(raw: dict[_LineKey, float]) -> dict[_LineKey, float]:
+    """Each line's score plus a share of its neighbours' (see ``NEIGHBOUR_WEIGHT``)."""
+    scores = {}
+    for key, score in raw.items():
+        day, archived, number = key
+        neighbours = raw.get((day, archived, number - 1), 0.0) + raw.get(
+            (day, archived, number + 1), 0.0
+        )
+        scores[key] = score + NEIGHBOUR_WEIGHT * neighbours
+    return scores
+
+
+def _line_order(key: _LineKey) -> tuple[int, int]:
+    """Between equal scores: the newer day first, then the earlier line."""
+    day, _, number = key
+    return -day.toordinal(), number
 
 
 @dataclass(slots=True)

@@ -170,8 +170,12 @@ class Index(Generic[K]):
         return scores
 
     def words(self, key: K, query: str) -> tuple[str, ...]:
-        """The words of ``query`` that the document ``key`` holds, in query order."""
-        counts = self._documents[key].counts
+        """The words of ``query`` that the document ``key`` holds, in query order (none for
+        a document not in the index)."""
+        document = self._documents.get(key)
+        if document is None:
+            return ()
+        counts = document.counts
         return tuple(word for term, word in query_terms(query).items() if term in counts)
 
     def search(
