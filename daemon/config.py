@@ -146,6 +146,7 @@ class RecallConfig(_Section):
     model: Path | None = None  # a local ONNX sentence-embedding model; None: the packaged one
     tokenizer: Path | None = None  # its tokenizer.json; required with ``model``
     threads: int | None = Field(None, ge=1, le=64)  # for the model; None: up to 4 cores
+    min_similarity: float = Field(0.3, ge=-1, le=1)  # dense hits below it are dropped
 
     @model_validator(mode="after")
     def _model_with_tokenizer(self) -> RecallConfig:

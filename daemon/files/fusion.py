@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from daemon.files.text import Index
+from daemon.files.text import B, Index
 
 K = TypeVar("K", bound=Hashable)
 
@@ -73,8 +73,8 @@ class HybridIndex(Index[K]):
     given to a dense ranker, when there is one, so that a layer keeps both current with
     the same calls."""
 
-    def __init__(self, dense: DenseRanker[K] | None = None) -> None:
-        super().__init__()
+    def __init__(self, dense: DenseRanker[K] | None = None, *, b: float = B) -> None:
+        super().__init__(b=b)
         self.dense = dense
 
     def add(self, key: K, text: str) -> None:

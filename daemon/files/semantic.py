@@ -49,6 +49,9 @@ _TOKENIZER_FILE = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.jso
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer text is truncated
 BATCH = 32  # texts per model call: padding waste stays small when sorted by length
 QUERY_CACHE = 256  # recent query embeddings kept in memory
+# For all-MiniLM-L6-v2: unrelated sentences score about 0 to 0.2. On the LoCoMo dev set a
+# floor up to 0.3 loses no answer (bench/locomo.py).
+DEFAULT_MIN_SIMILARITY = 0.3
 
 
 class SemanticUnavailable(RuntimeError):
@@ -78,7 +81,7 @@ def load_semantic(config: RecallConfig) -> Semantic:
         (model, tokenizer), model_id = packaged_model(), DEFAULT_MODEL_ID
     embedder = OnnxEmbedder(model, tokenizer, model_id=model_id, threads=config.threads)
     cache = EmbeddingCache(config.embeddings, embedder.model_id, embedder.dimension)
-    return Semantic.create(embedder, cache)
+    return Semantic.create(embedder, cache, config.min_similarity)
 
 
 def packaged_model() -> tuple[Path, Path]:
@@ -221,12 +224,20 @@ class Semantic:
 
     embedder: Embedder
     cache: EmbeddingCache | None  # None: embeddings live in memory only
+    # Below this cosine similarity a text is not about the query at all: without a floor
+    # every query would find "the nearest" lines, however unrelated.
+    min_similarity: float
     _queries: OrderedDict[str, Vectors]
     _lock: threading.Lock
 
     @classmethod
-    def create(cls, embedder: Embedder, cache: EmbeddingCache | None) -> Semantic:
-        return cls(embedder, cache, OrderedDict(), threading.Lock())
+    def create(
+        cls,
+        embedder: Embedder,
+        cache: EmbeddingCache | None,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
+    ) -> Semantic:
+        return cls(embedder, cache, min_similarity, OrderedDict(), threading.Lock())
 
     def embed_texts(self, texts: Sequence[str]) -> Vectors:
         """Embeddings of ``texts``, from the cache where it has them; new ones are
@@ -329,10 +340,14 @@ class DenseIndex(Generic[K]):
         else:
             order = np.argsort(-similarities, kind="stable")
         found: dict[K, float] = {}
+        floor = self._semantic.min_similarity
         for row in order:
+            similarity = float(similarities[row])
+            if similarity < floor:
+                break
             key = self._keys[row]
             if where is None or where(key):
-                found[key] = float(similarities[row])
+                found[key] = similarity
                 if len(found) == limit:
                     break
         return found

@@ -1,0 +1,175 @@
+"""Hybrid ranking without the real model: reciprocal-rank fusion, the dense index and its
+embedding cache, and the daily and substrate searches fusing a dense ranking, driven by a
+deterministic embedder behind the same interface as the ONNX one.
+
+The real model's tests are in test_semantic.py (they need the ``semantic`` extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from daemon.files.daily import DailyLog
+from daemon.files.fusion import ranking, reciprocal_rank_fusion
+from daemon.files.substrate import Substrate
+
+np = pytest.importorskip("numpy", reason="the dense index needs the semantic extra's numpy")
+semantic = pytest.importorskip(
+    "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+)
+
+DAY = date(2026, 4, 11)
+
+# The deterministic embedder knows a few meanings: words of one group share a direction.
+MEANINGS = {
+    "music": ("violin", "instrument", "practising", "cello", "play", "concert"),
+    "food": ("vegetables", "cook", "dinner", "recipe", "meal"),
+    "sleep": ("tired", "bed", "nap", "rest", "sleep"),
+}
+
+
+class MeaningEmbedder:
+    """A vector per meaning group (and one per unknown word), summed and normalised: texts
+    that share a meaning are similar even with no word in common."""
+
+    model_id = "meaning-test"
+    dimension = 64
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []  # every text it was asked for, in order
+
+    def embed(self, texts: Sequence[str]) -> semantic.Vectors:
+        self.embedded.extend(texts)
+        rows = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().replace("?", " ").replace(".", " ").split():
+                group = next((g for g, words in MEANINGS.items() if word in words), word)
+                rows[row, sum(map(ord, group)) % self.dimension] += 1.0
+        rows[:, -1] += 0.01  # no zero vectors
+        return semantic.normalise(rows)
+
+
+@pytest.fixture
+def embedder() -> MeaningEmbedder:
+    return MeaningEmbedder()
+
+
+@pytest.fixture
+def shared(embedder: MeaningEmbedder, tmp_path: Path) -> semantic.Semantic:
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 64)
+    return semantic.Semantic.create(embedder, cache)
+
+
+def test_fusion_rewards_documents_both_rankings_place_high() -> None:
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a", "d"]], k=10)
+    assert ranking(fused, str) == ["a", "c", "b", "d"]
+    assert fused["a"] == pytest.approx(1 / 11 + 1 / 12)
+
+
+def test_fusion_weights_scale_a_ranking() -> None:
+    fused = reciprocal_rank_fusion([["a"], ["b"]], weights=(1.0, 0.5), k=10)
+    assert ranking(fused, str) == ["a", "b"]
+    with pytest.raises(ValueError, match="one weight per ranking"):
+        reciprocal_rank_fusion([["a"], ["b"]], weights=(1.0,))
+
+
+def test_ranking_breaks_ties_by_the_given_order() -> None:
+    assert ranking({"x": 1.0, "y": 2.0, "z": 1.0}, lambda key: -ord(key)) == ["y", "z", "x"]
+
+
+def test_dense_index_ranks_by_meaning_and_forgets_removed_documents(
+    shared: semantic.Semantic,
+) -> None:
+    index: semantic.DenseIndex[int] = semantic.DenseIndex(shared)
+    index.add(1, "cook dinner")
+    index.add(2, "practising violin")
+    index.add(3, "a long nap")
+    index.add(4, "a meal")
+    assert list(index.nearest("which instrument", 3)) == [2]  # nothing else is about music
+    index.remove(2)  # the last row moves into its place
+    assert index.nearest("which instrument", 3) == {}
+    assert list(index.nearest("recipe", 1)) in ([1], [4])
+    assert sorted(index.nearest("recipe", 3)) == [1, 4]
+    assert list(index.nearest("recipe", 3, where=lambda key: key != 1)) == [4]
+    assert list(index.nearest("sleep", 3)) == [3]
+
+
+def test_each_text_is_embedded_once_and_kept_across_restarts(
+    embedder: MeaningEmbedder, shared: semantic.Semantic, tmp_path: Path
+) -> None:
+    index: semantic.DenseIndex[int] = semantic.DenseIndex(shared)
+    for key in range(4):
+        index.add(key, "the same line")
+    index.add(9, "another line")
+    index.flush()
+    assert sorted(embedder.embedded) == ["another line", "the same line"]
+    index.add(10, "the same line")  # the cache has it
+    index.flush()
+    assert len(embedder.embedded) == 2
+
+    fresh = MeaningEmbedder()  # a restarted daemon, same cache file
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 64)
+    reopened: semantic.DenseIndex[int] = semantic.DenseIndex(semantic.Semantic.create(fresh, cache))
+    reopened.add(1, "another line")
+    reopened.add(2, "a new line")
+    assert list(reopened.nearest("a new line", 1)) == [2]
+    assert fresh.embedded == ["a new line", "a new line"]  # the line, then the query
+
+
+def test_the_cache_keeps_models_apart(tmp_path: Path) -> None:
+    path = tmp_path / "embeddings.sqlite"
+    first = semantic.EmbeddingCache(path, "model-a", 2)
+    first.put_many([(semantic.content_hash("x"), np.array([1.0, 0.0], dtype=np.float32))])
+    assert len(first) == 1
+    assert semantic.EmbeddingCache(path, "model-b", 2).get_many([semantic.content_hash("x")]) == {}
+
+
+def test_daily_hybrid_search_finds_a_paraphrase_the_lexical_search_misses(
+    shared: semantic.Semantic, tmp_path: Path
+) -> None:
+    (tmp_path / f"{DAY}.md").write_text(
+        "Anna: we had soup for dinner\n"
+        "Anna: I've been practising my violin every evening\n"
+        "Ben: the weather was grey all week\n"
+    )
+    question = "Which instrument does she study?"
+    lexical = DailyLog(tmp_path).search(question, archived_since=None, limit=1)
+    assert lexical == []
+    hybrid = DailyLog(tmp_path, semantic.DenseIndex(shared))
+    found = hybrid.search(question, archived_since=None, limit=1)
+    assert [(hit.date, hit.line_range) for hit in found] == [(DAY.isoformat(), (2, 2))]
+
+
+def test_daily_hybrid_search_embeds_lines_appended_later_and_honours_the_horizon(
+    embedder: MeaningEmbedder, shared: semantic.Semantic, tmp_path: Path
+) -> None:
+    daily = DailyLog(tmp_path, semantic.DenseIndex(shared))
+    daily.append(DAY, "slept badly, so tired")
+    assert daily.search("cello", archived_since=None, limit=5) == []
+    daily.append(DAY, "went to a concert")
+    assert [hit.excerpt for hit in daily.search("cello", archived_since=None, limit=1)] == [
+        "went to a concert"
+    ]
+    daily.archive(DAY)
+    assert daily.search("cello", archived_since=date(2026, 4, 12), limit=5) == []
+    assert len(daily.search("cello", archived_since=DAY, limit=1)) == 1
+    assert embedder.embedded.count("went to a concert") == 1  # the archive kept its vector
+
+
+def test_substrate_hybrid_search_ranks_a_file_found_by_meaning(
+    shared: semantic.Semantic, tmp_path: Path
+) -> None:
+    (tmp_path / "hobbies.md").write_text("# Hobbies\n\nViolin on Sundays.\n")
+    (tmp_path / "kitchen.md").write_text("# Kitchen\n\nA recipe for soup.\n")
+    lexical = Substrate([tmp_path]).search("musical instrument", 5)
+    assert lexical == []
+    hybrid = Substrate([tmp_path], semantic.DenseIndex(shared))
+    hits = hybrid.search("musical instrument", 1)
+    assert [(Path(hit.file).name, hit.excerpt, hit.reason) for hit in hits] == [
+        ("hobbies.md", "Violin on Sundays.", "similar in meaning")
+    ]
+    both = hybrid.search("soup recipe", 2)
+    assert both[0].reason == "matched tokens: soup, recipe"
