@@ -6,6 +6,7 @@ The real model's tests are in test_semantic.py (they need the ``semantic`` extra
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -36,7 +37,7 @@ class MeaningEmbedder:
     that share a meaning are similar even with no word in common."""
 
     model_id = "meaning-test"
-    dimension = 64
+    dimension = 256
 
     def __init__(self) -> None:
         self.embedded: list[str] = []  # every text it was asked for, in order
@@ -47,7 +48,8 @@ class MeaningEmbedder:
         for row, text in enumerate(texts):
             for word in text.lower().replace("?", " ").replace(".", " ").split():
                 group = next((g for g, words in MEANINGS.items() if word in words), word)
-                rows[row, sum(map(ord, group)) % self.dimension] += 1.0
+                digest = hashlib.sha256(group.encode()).digest()
+                rows[row, int.from_bytes(digest[:4], "big") % (self.dimension - 1)] += 1.0
         rows[:, -1] += 0.01  # no zero vectors
         return semantic.normalise(rows)
 
@@ -59,8 +61,8 @@ def embedder() -> MeaningEmbedder:
 
 @pytest.fixture
 def shared(embedder: MeaningEmbedder, tmp_path: Path) -> semantic.Semantic:
-    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 64)
-    return semantic.Semantic.create(embedder, cache)
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
+    return semantic.Semantic.create(embedder, cache, min_similarity=0.2)
 
 
 def test_fusion_rewards_documents_both_rankings_place_high() -> None:
@@ -111,7 +113,7 @@ def test_each_text_is_embedded_once_and_kept_across_restarts(
     assert len(embedder.embedded) == 2
 
     fresh = MeaningEmbedder()  # a restarted daemon, same cache file
-    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 64)
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
     reopened: semantic.DenseIndex[int] = semantic.DenseIndex(semantic.Semantic.create(fresh, cache))
     reopened.add(1, "another line")
     reopened.add(2, "a new line")
