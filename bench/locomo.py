@@ -42,9 +42,9 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from daemon.config import RecallConfig
 from daemon.files.daily import DailyLog, parse_day
@@ -149,7 +149,9 @@ def load_embedding(directory: Path) -> Embedding | None:
     shared = load_semantic(RecallConfig(semantic=True, embeddings=directory / "embeddings.sqlite"))
     shared.embed_query("warm up")
     seconds = time.perf_counter() - started
-    return Embedding(lambda: DenseIndex(shared), model_seconds=seconds, model_rss_mb=rss_mb() - before)
+    return Embedding(
+        lambda: DenseIndex(shared), model_seconds=seconds, model_rss_mb=rss_mb() - before
+    )
 
 
 def rss_mb() -> float:
@@ -253,7 +255,9 @@ def main() -> None:
     print(f"{'':24}{'k=5':>8}{'k=10':>8}{'p50 ms':>10}{'p99 ms':>10}")
     for name in ran:
         at, ms = share(name, asked), latency(name)
-        print(f"{RANKERS[name]:24}{at['k5']:>8.3f}{at['k10']:>8.3f}{ms['p50']:>10.2f}{ms['p99']:>10.2f}")
+        print(
+            f"{RANKERS[name]:24}{at['k5']:>8.3f}{at['k10']:>8.3f}{ms['p50']:>10.2f}{ms['p99']:>10.2f}"
+        )
     if embedding is None:
         print("hybrid: not run (pip install 'cambium-memory[semantic]')")
     else:

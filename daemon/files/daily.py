@@ -284,6 +284,14 @@ class DailyLog:
                 for span in _spans(ranked, limit)
             ]
 
+    def prepare_search(self) -> None:
+        """Read what changed and embed its lines (with a dense ranker) now, so that the
+        next search does not wait for it."""
+        with self._cache_lock:
+            self._refresh()
+            if self._index.dense is not None:
+                self._index.dense.flush()
+
     def _refresh(self) -> None:
         """Bring the cache and index in line with the files on disk."""
         present: set[tuple[date, bool]] = set()

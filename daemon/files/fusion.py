@@ -38,6 +38,9 @@ class DenseRanker(Protocol[K]):
     def remove(self, key: K) -> None:
         """Forget ``key``; unknown keys are ignored."""
 
+    def flush(self) -> None:
+        """Embed what was added and not embedded yet (:meth:`nearest` does it anyway)."""
+
     def nearest(
         self, query: str, limit: int, *, where: Callable[[K], bool] | None = None
     ) -> dict[K, float]:

@@ -154,8 +154,10 @@ class OnnxEmbedder:
 
 
 def normalise(vectors: Vectors) -> Vectors:
+    """Each row scaled to unit length (a zero row stays zero)."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    scaled: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return scaled
 
 
 def content_hash(text: str) -> bytes:
@@ -200,7 +202,10 @@ class EmbeddingCache:
         return found
 
     def put_many(self, items: Iterable[tuple[bytes, Vectors]]) -> None:
-        rows = [(self._model_id, digest, vector.astype(np.float32).tobytes()) for digest, vector in items]
+        rows = [
+            (self._model_id, digest, vector.astype(np.float32).tobytes())
+            for digest, vector in items
+        ]
         with self._lock, self._connection:
             self._connection.executemany(
                 "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
@@ -260,11 +265,11 @@ class Semantic:
     def embed_query(self, query: str) -> Vectors:
         """One query's embedding (a row), remembered for the next few queries."""
         with self._lock:
-            vector = self._queries.get(query)
-            if vector is not None:
+            remembered = self._queries.get(query)
+            if remembered is not None:
                 self._queries.move_to_end(query)
-                return vector
-        vector = self.embedder.embed([query])[0]
+                return remembered
+        vector: Vectors = self.embedder.embed([query])[0]
         with self._lock:
             self._queries[query] = vector
             while len(self._queries) > QUERY_CACHE:

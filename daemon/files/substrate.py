@@ -156,6 +156,14 @@ class Substrate:
         )
         return ranking(fused, position.__getitem__)[:limit]
 
+    def prepare_search(self) -> None:
+        """Read what changed and embed its lines (with a dense ranker) now, so that the
+        next search does not wait for it."""
+        with self._lock:
+            self._load()
+            if self._lines_index.dense is not None:
+                self._lines_index.dense.flush()
+
     def referenced(self, refs: Iterable[str], mark_id: str) -> list[SubstrateHit]:
         """The files a mark names in its ``substrate_refs``: a ref matches a file whose path
         ends with ``/`` + ref, so ``lessons.md`` names ``…/lessons.md``, not ``…/mylessons.md``."""

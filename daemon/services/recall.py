@@ -171,6 +171,11 @@ class Memory:
             zone=config.zone,
         )
 
+    def prepare_search(self) -> None:
+        """Embed the daily and substrate lines ahead of the first recall (semantic on)."""
+        self.daily.prepare_search()
+        self.substrate.prepare_search()
+
 
 def dense_indexes(config: RecallConfig) -> Callable[[], DenseRanker[Any]] | None:
     """What makes a layer's dense index when ``[recall] semantic`` is on (one model and
