@@ -42,10 +42,14 @@ def memory() -> None:
 
 def open_memory(config: Config, store: Store) -> Memory:
     """The four layers, read-only."""
+    from daemon.config import ConfigError
     from daemon.services.recall import Memory
 
     warnings_to_stderr()
-    return Memory.from_config(config, store)
+    try:
+        return Memory.from_config(config, store)
+    except ConfigError as exc:  # [recall] semantic without its model
+        raise BadInput(f"bad config: {exc}") from None
 
 
 def ingress(config: Config) -> Ingress:
