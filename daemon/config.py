@@ -145,7 +145,7 @@ class RecallConfig(_Section):
     embeddings: Path = Path("embeddings.sqlite")  # the embedding cache, beside the store
     model: Path | None = None  # a local ONNX sentence-embedding model; None: the packaged one
     tokenizer: Path | None = None  # its tokenizer.json; required with ``model``
-    threads: int | None = Field(None, ge=1, le=64)  # for the model; None: up to 4 cores
+    threads: int | None = Field(None, ge=1, le=64)  # for the model; None: one
     min_similarity: float = Field(0.3, ge=-1, le=1)  # dense hits below it are dropped
 
     @model_validator(mode="after")

@@ -95,16 +95,17 @@ def test_embeddings_are_kept_beside_the_store_keyed_by_content(home: DaemonHome)
     home.extra_config = "[recall]\nsemantic = true\n"
     home.write_config()
     recall(home, QUESTION)
-    cache = semantic.EmbeddingCache(
-        home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384
-    )
+    cache = semantic.EmbeddingCache(home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384)
     texts = [*DAILY.splitlines(), "# Hobbies", "Cello lessons.", "# Food", "Lentil soup."]
     assert len(cache.get_many(semantic.content_hash(text) for text in texts)) == len(texts)
     assert len(cache) == len(texts)  # queries are not stored
     # An edited line is embedded anew; the unchanged ones are not embedded again.
     with (home.root / "memory" / "daily" / "2026-04-11.md").open("a") as file:
         file.write("Anna: bought new strings for my fiddle\n")
-    assert [hit["line_range"] for hit in recall(home, QUESTION)["daily"]][:1] in ([[2, 2]], [[5, 5]])
+    assert [hit["line_range"] for hit in recall(home, QUESTION)["daily"]][:1] in (
+        [[2, 2]],
+        [[5, 5]],
+    )
     assert len(cache) == len(texts) + 1
 
 

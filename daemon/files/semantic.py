@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -113,7 +112,9 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding()
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        # One thread by default: a query is a few tokens, and the daemon should not take
+        # every core of a personal machine for a batch of new lines.
+        options.intra_op_num_threads = threads or 1
         options.inter_op_num_threads = 1
         self._session = onnxruntime.InferenceSession(
             str(model), options, providers=["CPUExecutionProvider"]
