@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
+from daemon.services.recall import dense_indexes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,6 +88,10 @@ def test_no_file_at_all_gives_the_embedded_defaults(
         ({"workspace": "a b"}, "workspace"),
         ({"store": {"url": "mysql://root@localhost/x"}}, "store.url: must be a sqlite"),
         ({"store": {"url": "not a url"}}, "store.url: must be a sqlite"),
+        ({"recall": {"model": "m.onnx"}}, "recall: model and tokenizer are given together"),
+        ({"recall": {"threads": 0}}, "recall.threads"),
+        ({"recall": {"semantic": "maybe"}}, "recall.semantic"),
+        ({"recall": {"min_similarity": 2}}, "recall.min_similarity"),
     ],
 )
 def test_bad_values_name_the_key(raw: dict[str, object], message: str) -> None:
@@ -119,3 +124,16 @@ def test_the_readme_config_reference_is_a_valid_config(tmp_path: Path) -> None:
     assert config.workspace == "default"
     assert config.bus.max_attempts == 5 and config.ingress.tcp is None
     assert config.paths.daily == tmp_path / "memory" / "daily"
+
+
+def test_semantic_recall_is_off_by_default_and_its_paths_resolve(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "cambium.toml", "[paths]\n"))
+    assert config.recall.semantic is False
+    assert dense_indexes(config.recall) is None  # nothing loaded: recall stays lexical
+    assert config.recall.embeddings == tmp_path / "embeddings.sqlite"
+    given = '[recall]\nsemantic = true\nmodel = "m/model.onnx"\ntokenizer = "m/tokenizer.json"\n'
+    config = load_config(write(tmp_path / "semantic.toml", given))
+    assert (config.recall.model, config.recall.tokenizer) == (
+        tmp_path / "m" / "model.onnx",
+        tmp_path / "m" / "tokenizer.json",
+    )
