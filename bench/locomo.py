@@ -272,7 +272,8 @@ def main() -> None:
     else:
         print(
             f"embedding: {embedding.lines} lines at {embedding.lines / embedding.seconds:.0f} "
-            f"lines/s ({embedding.lines / embedding.cpu_seconds:.0f} per CPU second); model loaded in {embedding.model_seconds:.1f} s, "
+            f"lines/s ({embedding.lines / embedding.cpu_seconds:.0f} per CPU second); "
+            f"model loaded in {embedding.model_seconds:.1f} s, "
             f"+{embedding.model_rss_mb:.0f} MB RSS; process RSS {rss_mb():.0f} MB"
         )
     print(
