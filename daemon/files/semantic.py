@@ -116,6 +116,9 @@ class OnnxEmbedder:
         # every core of a personal machine for a batch of new lines.
         options.intra_op_num_threads = threads or 1
         options.inter_op_num_threads = 1
+        # Without the arena, the memory of a large batch is returned after it rather than
+        # kept for the daemon's lifetime (about 75 MB less RSS after embedding a log).
+        options.enable_cpu_mem_arena = False
         self._session = onnxruntime.InferenceSession(
             str(model), options, providers=["CPUExecutionProvider"]
         )
