@@ -5,10 +5,11 @@ extra is not installed; test_fusion.py covers the fusion logic without it."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from daemon_process import DaemonHome
+from daemon_process import DaemonHome, running
 
 pytest.importorskip("onnxruntime", reason="needs pip install 'cambium-memory[semantic]'")
 semantic = pytest.importorskip(
@@ -119,3 +120,31 @@ def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
     result = home.cli("memory", "recall", QUESTION)
     assert result.returncode == 2
     assert "recall.model: no such file" in result.stderr
+
+
+def embedded(home: DaemonHome, text: str) -> bool:
+    cache = semantic.EmbeddingCache(home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384)
+    try:
+        return bool(cache.get_many([semantic.content_hash(text)]))
+    finally:
+        cache.close()
+
+
+def wait_until_embedded(home: DaemonHome, text: str) -> None:
+    deadline = time.monotonic() + 120  # a bound for a busy machine, not a speed goal
+    while not embedded(home, text):
+        assert time.monotonic() < deadline, f"{text!r} was never embedded"
+        time.sleep(0.2)
+
+
+def test_the_daemon_embeds_at_start_and_when_the_substrate_changes(home: DaemonHome) -> None:
+    home.extra_config = "[recall]\nsemantic = true\n"
+    home.write_config()
+    with running(home):
+        wait_until_embedded(home, "Anna: I've been practising my violin every evening")
+        wait_until_embedded(home, "Cello lessons.")
+        # No recall is asked for: the watcher's change alone gets the new line embedded.
+        (home.root / "memory" / "long-term" / "garden.md").write_text("Tomatoes by the wall.\n")
+        wait_until_embedded(home, "Tomatoes by the wall.")
+        found = home.get("/v1/recall", about="vegetable patch", layers="substrate").json()
+        assert [Path(hit["file"]).name for hit in found["substrate"]][:1] == ["garden.md"]
