@@ -7,9 +7,20 @@ put to :meth:`DailyLog.search` - the code recall runs - over its conversation's 
 files. The hits, in rank order, are expanded into their lines; a question counts as found
 at ``k`` when one of its evidence lines is among the first ``k`` lines.
 
-Beside it, in the same run, a plain BM25 baseline ranks single lines (lines as documents
-per conversation, the same tokenizer and stemmer, Okapi BM25 with k1 = 1.2, b = 0.75 and
-the non-negative idf ``ln(1 + (N - n + 0.5) / (n + 0.5))``), scored at its first ``k`` lines.
+The daily search runs twice: lexical (as recall runs by default) and hybrid (``[recall]
+semantic = true``: the same lexical ranking fused with dense embeddings, see
+:mod:`daemon.files.semantic`). Beside them, in the same run, a plain BM25 baseline ranks
+single lines (lines as documents per conversation, the same tokenizer and stemmer, Okapi
+BM25 with k1 = 1.2, b = 0.75 and the non-negative idf ``ln(1 + (N - n + 0.5) / (n +
+0.5))``), scored at its first ``k`` lines.
+
+Latency is per question, with every line already indexed and embedded (the hybrid time
+includes embedding the question), as wall-clock time and as the searching thread's CPU
+time; the model runs on one thread (the default), so on a busy machine the CPU time is
+the better estimate of an idle machine's latency. The embedding cost is measured while
+the hybrid search embeds each conversation's lines for the first time (into a fresh cache
+in a temporary directory), with the process's resident memory after it. Without the
+``semantic`` extra the hybrid row is left out.
 
 Run from the repository root::
 
@@ -27,15 +38,20 @@ import heapq
 import json
 import math
 import os
+import statistics
+import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+from daemon.config import RecallConfig
 from daemon.core.days import parse_day
 from daemon.files.daily import DailyLog
+from daemon.files.fusion import DenseRanker
 from daemon.files.text import K1, B, terms
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -106,7 +122,57 @@ class Baseline:
         return [self.lines[line] for line in best]
 
 
-RANKERS = {"daily_search": "daily search (ours)", "bm25_baseline": "BM25 lines (baseline)"}
+RANKERS = {
+    "daily_search": "daily search, lexical",
+    "hybrid_search": "daily search, hybrid",
+    "bm25_baseline": "BM25 lines (baseline)",
+}
+
+
+@dataclass
+class Embedding:
+    """The dense side of the hybrid ranker, and what embedding the lines cost."""
+
+    new_index: Callable[[], DenseRanker[Any]]
+    lines: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of this thread, which runs the model
+    model_seconds: float = 0.0
+    model_rss_mb: float = 0.0
+
+
+def load_embedding(directory: Path) -> Embedding | None:
+    """The packaged model with a fresh embedding cache in ``directory``; None without the
+    ``semantic`` extra."""
+    try:
+        from daemon.files.semantic import DenseIndex, load_semantic
+    except ImportError:
+        return None
+    before = rss_mb()
+    started = time.perf_counter()
+    shared = load_semantic(RecallConfig(semantic=True, embeddings=directory / "embeddings.sqlite"))
+    shared.embed_query("warm up")
+    seconds = time.perf_counter() - started
+    return Embedding(
+        lambda: DenseIndex(shared), model_seconds=seconds, model_rss_mb=rss_mb() - before
+    )
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def line_count(daily: DailyLog) -> int:
+    return sum(len(daily.read(day) or []) for day in daily.days(archived=False))
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
 
 
 def main() -> None:
@@ -119,53 +185,102 @@ def main() -> None:
     conversations = sorted(p for p in root.iterdir() if (p / "qa.json").is_file())
     asked: Counter[int] = Counter()  # questions per category
     found: defaultdict[tuple[str, int], Counter[int]] = defaultdict(Counter)  # per ranker, category
-    seconds: defaultdict[str, float] = defaultdict(float)
-    for conversation in conversations:
-        daily = DailyLog(conversation / "daily")
-        daily.search("warm up", since=None, limit=1)  # reads and indexes the files
-        baseline = Baseline(daily)
-        rankers: dict[str, Callable[[str], list[Line]]] = {
-            "daily_search": partial(daily_search, daily),
-            "bm25_baseline": partial(baseline.rank, k=max(KS)),
-        }
-        for question in questions(conversation):
-            asked[question.category] += 1
-            for name, rank in rankers.items():
-                started = time.perf_counter()
-                lines = rank(question.text)
-                seconds[name] += time.perf_counter() - started
-                for k in KS:
-                    if question.evidence & set(lines[:k]):
-                        found[(name, question.category)][k] += 1
+    latencies: defaultdict[str, list[float]] = defaultdict(list)
+    cpu: defaultdict[str, list[float]] = defaultdict(list)  # this thread's CPU time
+    with tempfile.TemporaryDirectory() as scratch:
+        embedding = load_embedding(Path(scratch))
+        for conversation in conversations:
+            daily = DailyLog(conversation / "daily")
+            daily.search("warm up", since=None, limit=1)  # reads and indexes the files
+            baseline = Baseline(daily)
+            rankers: dict[str, Callable[[str], list[Line]]] = {
+                "daily_search": partial(daily_search, daily),
+                "bm25_baseline": partial(baseline.rank, k=max(KS)),
+            }
+            if embedding is not None:
+                hybrid = DailyLog(conversation / "daily", embedding.new_index())
+                started, started_cpu = time.perf_counter(), time.thread_time()
+                hybrid.search("warm up", since=None, limit=1)  # embeds every line
+                embedding.seconds += time.perf_counter() - started
+                embedding.cpu_seconds += time.thread_time() - started_cpu
+                embedding.lines += line_count(hybrid)
+                rankers["hybrid_search"] = partial(daily_search, hybrid)
+            for question in questions(conversation):
+                asked[question.category] += 1
+                for name, rank in rankers.items():
+                    started, started_cpu = time.perf_counter(), time.thread_time()
+                    lines = rank(question.text)
+                    latencies[name].append(time.perf_counter() - started)
+                    cpu[name].append(time.thread_time() - started_cpu)
+                    for k in KS:
+                        if question.evidence & set(lines[:k]):
+                            found[(name, question.category)][k] += 1
+    ran = [name for name in RANKERS if latencies[name]]
 
     def share(name: str, categories: Iterable[int]) -> dict[str, float]:
         asked_here = list(categories)
         n = sum(asked[c] for c in asked_here)
         return {f"k{k}": round(sum(found[(name, c)][k] for c in asked_here) / n, 4) for k in KS}
 
+    def latency(name: str, measured: dict[str, list[float]]) -> dict[str, float]:
+        ms = [1000 * seconds for seconds in measured[name]]
+        return {
+            "p50": round(statistics.median(ms), 3),
+            "p99": round(percentile(ms, 0.99), 3),
+            "mean": round(statistics.fmean(ms), 3),
+        }
+
     total = asked.total()
     results = {
         "data": str(root),
         "conversations": [p.name for p in conversations],
         "questions": total,
-        **{name: share(name, asked) for name in RANKERS},
+        **{name: share(name, asked) for name in ran},
         "by_category": {
             str(category): {
                 "questions": asked[category],
-                **{name: share(name, [category]) for name in RANKERS},
+                **{name: share(name, [category]) for name in ran},
             }
             for category in sorted(asked)
         },
-        "ms_per_question": {name: round(1000 * seconds[name] / total, 3) for name in RANKERS},
+        "latency_ms": {name: latency(name, latencies) for name in ran},
+        "cpu_ms": {name: latency(name, cpu) for name in ran},
+        "embedding": None
+        if embedding is None
+        else {
+            "lines": embedding.lines,
+            "lines_per_second": round(embedding.lines / embedding.seconds, 1),
+            "lines_per_cpu_second": round(embedding.lines / embedding.cpu_seconds, 1),
+            "model_load_seconds": round(embedding.model_seconds, 2),
+            "model_rss_mb": round(embedding.model_rss_mb, 1),
+        },
+        "rss_mb": round(rss_mb(), 1),
+        "load_average": os.getloadavg()[0],
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
     print(f"LoCoMo dev: {total} questions (categories 1-4 with evidence)")
-    print(f"{'':24}{'k=5':>8}{'k=10':>8}{'ms/question':>14}")
-    for name, label in RANKERS.items():
-        at = share(name, asked)
-        print(f"{label:24}{at['k5']:>8.3f}{at['k10']:>8.3f}{1000 * seconds[name] / total:>14.2f}")
+    print(f"{'':24}{'k=5':>8}{'k=10':>8}{'p50 ms':>10}{'p99 ms':>10}{'cpu p50':>10}{'cpu p99':>10}")
+    for name in ran:
+        at, ms, cpu_ms = share(name, asked), latency(name, latencies), latency(name, cpu)
+        print(
+            f"{RANKERS[name]:24}{at['k5']:>8.3f}{at['k10']:>8.3f}{ms['p50']:>10.2f}"
+            f"{ms['p99']:>10.2f}{cpu_ms['p50']:>10.2f}{cpu_ms['p99']:>10.2f}"
+        )
+    if embedding is None:
+        print("hybrid: not run (pip install 'cambium-memory[semantic]')")
+    else:
+        print(
+            f"embedding: {embedding.lines} lines at {embedding.lines / embedding.seconds:.0f} "
+            f"lines/s ({embedding.lines / embedding.cpu_seconds:.0f} per CPU second); "
+            f"model loaded in {embedding.model_seconds:.1f} s, "
+            f"+{embedding.model_rss_mb:.0f} MB RSS; process RSS {rss_mb():.0f} MB"
+        )
+    print(
+        f"load average {os.getloadavg()[0]:.1f}: p50/p99 are wall-clock, cpu the CPU time of "
+        "the searching thread (closer to an idle machine's latency when the load is high)"
+    )
     print(f"written to {RESULTS.relative_to(REPOSITORY)}")
 
 

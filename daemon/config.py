@@ -196,6 +196,23 @@ class RhythmsConfig(_Section):
     templates: list[Path] = []
 
 
+class RecallConfig(_Section):
+    # Hybrid recall (the ``semantic`` extra): dense embeddings fused with the lexical
+    # ranking for the daily, substrate and compost text. Off by default.
+    semantic: bool = False
+    embeddings: Path = Path("embeddings.sqlite")  # the embedding cache, beside the store
+    model: Path | None = None  # a local ONNX sentence-embedding model; None: the packaged one
+    tokenizer: Path | None = None  # its tokenizer.json; required with ``model``
+    threads: int | None = Field(None, ge=1, le=64)  # for the model; None: one
+    min_similarity: float = Field(0.3, ge=-1, le=1)  # dense hits below it are dropped
+
+    @model_validator(mode="after")
+    def _model_with_tokenizer(self) -> RecallConfig:
+        if (self.model is None) != (self.tokenizer is None):
+            raise ValueError("model and tokenizer are given together (or neither)")
+        return self
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -212,6 +229,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     compost: CompostConfig = CompostConfig()
     rhythms: RhythmsConfig = RhythmsConfig()
+    recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()
     source: Path | None = None  # the file this came from, if any
 
@@ -318,6 +336,15 @@ def _resolve(config: Config, base: Path, source: Path | None) -> Config:
                     "api_key_file": absolute(config.llm.api_key_file)
                     if config.llm.api_key_file
                     else None
+                }
+            ),
+            "recall": config.recall.model_copy(
+                update={
+                    "embeddings": absolute(config.recall.embeddings),
+                    "model": absolute(config.recall.model) if config.recall.model else None,
+                    "tokenizer": absolute(config.recall.tokenizer)
+                    if config.recall.tokenizer
+                    else None,
                 }
             ),
         }

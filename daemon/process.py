@@ -12,6 +12,8 @@ from __future__ import annotations
 import signal
 import socket
 from contextlib import AsyncExitStack
+from functools import partial
+from pathlib import Path
 
 import anyio
 import structlog
@@ -110,7 +112,17 @@ async def _serve(
                 served.append(done)
                 tasks.start_soon(_serve_until_done, server, sock, done)
             await scheduler.start()
-            tasks.start_soon(watch_substrate, memory.substrate, stop_watching)
+            on_change = None
+            if config.recall.semantic:
+                # Embed what is new now and whenever the substrate changes, not during a
+                # recall.
+                def on_change(_: set[Path]) -> None:
+                    tasks.start_soon(_prepare_recall, memory)
+
+                tasks.start_soon(_prepare_recall, memory)
+            tasks.start_soon(
+                partial(watch_substrate, on_change=on_change), memory.substrate, stop_watching
+            )
             while not all(server.started for server in servers):  # noqa: ASYNC110 (uvicorn has no event for it)
                 await anyio.sleep(0.01)
             interval = watchdog_interval()
@@ -147,6 +159,13 @@ async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: a
         await server.serve([sock])
     finally:
         done.set()
+
+
+async def _prepare_recall(memory: Layers) -> None:
+    try:
+        await anyio.to_thread.run_sync(memory.prepare_search)
+    except Exception:  # recall embeds on demand instead; the daemon keeps running
+        log.exception("embedding for semantic recall failed")
 
 
 async def _watchdog(store: Store, interval: float) -> None:

@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.core": CORE,
     "daemon.store": STORE,
     "daemon.files": FILES,
+    "daemon.files.semantic": FILES | {"daemon.config"},  # the [recall] model settings
     "daemon.bus": BUS,
     "daemon.config": CORE | {"daemon.config", "rhythms.template"},
     "daemon.llm": LLM,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
+from daemon.services.recall import dense_indexes
 from daemon.testing import CAMBIUM
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,6 +91,10 @@ def test_no_file_at_all_gives_the_embedded_defaults(
         ({"workspace": "a b"}, "workspace"),
         ({"store": {"url": "mysql://root@localhost/x"}}, "store.url: must be a sqlite"),
         ({"store": {"url": "not a url"}}, "store.url: must be a sqlite"),
+        ({"recall": {"model": "m.onnx"}}, "recall: model and tokenizer are given together"),
+        ({"recall": {"threads": 0}}, "recall.threads"),
+        ({"recall": {"semantic": "maybe"}}, "recall.semantic"),
+        ({"recall": {"min_similarity": 2}}, "recall.min_similarity"),
     ],
 )
 def test_bad_values_name_the_key(raw: dict[str, object], message: str) -> None:
@@ -187,3 +192,16 @@ def test_importing_config_does_not_import_sqlalchemy() -> None:
     code = "import sys, daemon.config, daemon.cli.main; print('sqlalchemy' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_semantic_recall_is_off_by_default_and_its_paths_resolve(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "cambium.toml", "[paths]\n"))
+    assert config.recall.semantic is False
+    assert dense_indexes(config.recall) is None  # nothing loaded: recall stays lexical
+    assert config.recall.embeddings == tmp_path / "embeddings.sqlite"
+    given = '[recall]\nsemantic = true\nmodel = "m/model.onnx"\ntokenizer = "m/tokenizer.json"\n'
+    config = load_config(write(tmp_path / "semantic.toml", given))
+    assert (config.recall.model, config.recall.tokenizer) == (
+        tmp_path / "m" / "model.onnx",
+        tmp_path / "m" / "tokenizer.json",
+    )

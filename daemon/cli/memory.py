@@ -47,10 +47,14 @@ def memory() -> None:
 
 def open_memory(config: Config, store: Store) -> Layers:
     """The four layers, read-only."""
+    from daemon.config import ConfigError
     from daemon.services.recall import Layers
 
     warnings_to_stderr()
-    return Layers.from_config(config, store)
+    try:
+        return Layers.from_config(config, store)
+    except ConfigError as exc:  # [recall] semantic without its model
+        raise BadInput(f"bad config: {exc}") from None
 
 
 # -- recall ------------------------------------------------------------------------------

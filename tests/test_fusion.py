@@ -1,0 +1,256 @@
+"""Hybrid ranking without the real model: reciprocal-rank fusion, the dense index and its
+embedding cache, and the daily and substrate searches fusing a dense ranking, driven by a
+deterministic embedder behind the same interface as the ONNX one.
+
+The real model's tests are in test_semantic.py (they need the ``semantic`` extra)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import pytest
+
+from daemon.files.daily import DailyLog
+from daemon.files.fusion import ranking, reciprocal_rank_fusion
+from daemon.files.substrate import Substrate
+
+if TYPE_CHECKING:
+    from daemon.files import semantic as semantic_module
+
+DAY = date(2026, 4, 11)
+
+# The deterministic embedder knows a few meanings: words of one group share a direction.
+MEANINGS = {
+    "music": ("violin", "instrument", "practising", "cello", "play", "concert"),
+    "food": ("vegetables", "cook", "dinner", "recipe", "meal"),
+    "sleep": ("tired", "bed", "nap", "rest", "sleep"),
+}
+
+
+class MeaningEmbedder:
+    """A vector per meaning group (and one per unknown word), summed and normalised: texts
+    that share a meaning are similar even with no word in common."""
+
+    model_id = "meaning-test"
+    dimension = 256
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []  # every text it was asked for, in order
+
+    def embed(self, texts: Sequence[str]) -> semantic_module.Vectors:
+        import numpy as np
+
+        from daemon.files.semantic import normalise
+
+        self.embedded.extend(texts)
+        rows = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().replace("?", " ").replace(".", " ").split():
+                group = next((g for g, words in MEANINGS.items() if word in words), word)
+                digest = hashlib.sha256(group.encode()).digest()
+                rows[row, int.from_bytes(digest[:4], "big") % (self.dimension - 1)] += 1.0
+        rows[:, -1] += 0.01  # no zero vectors
+        return normalise(rows)
+
+
+@pytest.fixture
+def semantic() -> ModuleType:
+    """The dense index module; the tests that need it skip without the extra."""
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    return pytest.importorskip(
+        "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+    )
+
+
+@pytest.fixture
+def embedder() -> MeaningEmbedder:
+    return MeaningEmbedder()
+
+
+@pytest.fixture
+def shared(
+    semantic: ModuleType, embedder: MeaningEmbedder, tmp_path: Path
+) -> semantic_module.Semantic:
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
+    return semantic.Semantic.create(embedder, cache, min_similarity=0.2)
+
+
+def test_fusion_rewards_documents_both_rankings_place_high() -> None:
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a", "d"]], k=10)
+    assert ranking(fused, str) == ["a", "c", "b", "d"]
+    assert fused["a"] == pytest.approx(1 / 11 + 1 / 12)
+
+
+def test_fusion_weights_scale_a_ranking() -> None:
+    fused = reciprocal_rank_fusion([["a"], ["b"]], weights=(1.0, 0.5), k=10)
+    assert ranking(fused, str) == ["a", "b"]
+    with pytest.raises(ValueError, match="one weight per ranking"):
+        reciprocal_rank_fusion([["a"], ["b"]], weights=(1.0,))
+
+
+def test_ranking_breaks_ties_by_the_given_order() -> None:
+    assert ranking({"x": 1.0, "y": 2.0, "z": 1.0}, lambda key: -ord(key)) == ["y", "z", "x"]
+
+
+class MeaningRanker:
+    """A pure-Python dense ranker (no numpy): similarity is the share of meaning groups
+    that a text and the query have in common. Lets the layers' fusion run without the
+    extra."""
+
+    def __init__(self) -> None:
+        self.texts: dict[object, frozenset[str]] = {}
+
+    @staticmethod
+    def meanings(text: str) -> frozenset[str]:
+        words = set(text.lower().replace("?", " ").split())
+        return frozenset(group for group, members in MEANINGS.items() if words & set(members))
+
+    def add(self, key: object, text: str) -> None:
+        self.texts[key] = self.meanings(text)
+
+    def remove(self, key: object) -> None:
+        self.texts.pop(key, None)
+
+    def flush(self) -> None:
+        pass
+
+    def nearest(
+        self, query: str, limit: int, *, where: Callable[[object], bool] | None = None
+    ) -> dict[object, float]:
+        wanted = self.meanings(query)
+        similar = {
+            key: len(wanted & found) / len(wanted | found)
+            for key, found in self.texts.items()
+            if wanted & found and (where is None or where(key))
+        }
+        return dict(sorted(similar.items(), key=lambda item: -item[1])[:limit])
+
+
+def test_the_daily_search_fuses_lexical_and_dense_rankings_without_the_extra(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / f"{DAY}.md").write_text(
+        "Anna: soup for dinner\n"
+        "filler one\n"
+        "Anna: practising the violin\n"
+        "filler two\n"
+        "Anna: a concert with Ben\n"
+    )
+    lexical = DailyLog(tmp_path).search("Anna instrument", since=None, limit=3)
+    assert [hit.line_range for hit in lexical] == [(1, 1), (3, 3), (5, 5)]  # name only
+    ranker = MeaningRanker()
+    hybrid = DailyLog(tmp_path, ranker).search("Anna instrument", since=None, limit=2)
+    # Lines that match the name and the meaning come before the one matching the name only.
+    assert sorted(hit.line_range for hit in hybrid) == [(3, 3), (5, 5)]
+    assert len(ranker.texts) == 5  # every line reached the dense side
+
+
+def test_dense_index_ranks_by_meaning_and_forgets_removed_documents(
+    semantic: ModuleType,
+    shared: semantic_module.Semantic,
+) -> None:
+    index: semantic_module.DenseIndex[int] = semantic.DenseIndex(shared)
+    index.add(1, "cook dinner")
+    index.add(2, "practising violin")
+    index.add(3, "a long nap")
+    index.add(4, "a meal")
+    assert list(index.nearest("which instrument", 3)) == [2]  # nothing else is about music
+    index.remove(2)  # the last row moves into its place
+    assert index.nearest("which instrument", 3) == {}
+    assert list(index.nearest("recipe", 1)) in ([1], [4])
+    assert sorted(index.nearest("recipe", 3)) == [1, 4]
+    assert list(index.nearest("recipe", 3, where=lambda key: key != 1)) == [4]
+    assert list(index.nearest("sleep", 3)) == [3]
+
+
+def test_each_text_is_embedded_once_and_kept_across_restarts(
+    semantic: ModuleType,
+    embedder: MeaningEmbedder,
+    shared: semantic_module.Semantic,
+    tmp_path: Path,
+) -> None:
+    index: semantic_module.DenseIndex[int] = semantic.DenseIndex(shared)
+    for key in range(4):
+        index.add(key, "the same line")
+    index.add(9, "another line")
+    index.flush()
+    assert sorted(embedder.embedded) == ["another line", "the same line"]
+    index.add(10, "the same line")  # the cache has it
+    index.flush()
+    assert len(embedder.embedded) == 2
+
+    fresh = MeaningEmbedder()  # a restarted daemon, same cache file
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
+    reopened: semantic_module.DenseIndex[int] = semantic.DenseIndex(
+        semantic.Semantic.create(fresh, cache)
+    )
+    reopened.add(1, "another line")
+    reopened.add(2, "a new line")
+    assert list(reopened.nearest("a new line", 1)) == [2]
+    assert fresh.embedded == ["a new line", "a new line"]  # the line, then the query
+
+
+def test_the_cache_keeps_models_apart(semantic: ModuleType, tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "embeddings.sqlite"
+    first = semantic.EmbeddingCache(path, "model-a", 2)
+    first.put_many([(semantic.content_hash("x"), np.array([1.0, 0.0], dtype=np.float32))])
+    assert len(first) == 1
+    assert semantic.EmbeddingCache(path, "model-b", 2).get_many([semantic.content_hash("x")]) == {}
+
+
+def test_daily_hybrid_search_finds_a_paraphrase_the_lexical_search_misses(
+    semantic: ModuleType, shared: semantic_module.Semantic, tmp_path: Path
+) -> None:
+    (tmp_path / f"{DAY}.md").write_text(
+        "Anna: we had soup for dinner\n"
+        "Anna: I've been practising my violin every evening\n"
+        "Ben: the weather was grey all week\n"
+    )
+    question = "Which instrument does she study?"
+    lexical = DailyLog(tmp_path).search(question, since=None, limit=1)
+    assert lexical == []
+    hybrid = DailyLog(tmp_path, semantic.DenseIndex(shared))
+    found = hybrid.search(question, since=None, limit=1)
+    assert [(hit.date, hit.line_range) for hit in found] == [(DAY.isoformat(), (2, 2))]
+
+
+def test_daily_hybrid_search_embeds_lines_appended_later_and_honours_the_horizon(
+    semantic: ModuleType,
+    embedder: MeaningEmbedder,
+    shared: semantic_module.Semantic,
+    tmp_path: Path,
+) -> None:
+    daily = DailyLog(tmp_path, semantic.DenseIndex(shared))
+    daily.append(DAY, "slept badly, so tired")
+    assert daily.search("cello", since=None, limit=5) == []
+    daily.append(DAY, "went to a concert")
+    assert [hit.excerpt for hit in daily.search("cello", since=None, limit=1)] == [
+        "went to a concert"
+    ]
+    daily.archive(DAY)
+    assert daily.search("cello", since=date(2026, 4, 12), limit=5) == []
+    assert len(daily.search("cello", since=DAY, limit=1)) == 1
+    assert embedder.embedded.count("went to a concert") == 1  # the archive kept its vector
+
+
+def test_substrate_hybrid_search_ranks_a_file_found_by_meaning(
+    semantic: ModuleType, shared: semantic_module.Semantic, tmp_path: Path
+) -> None:
+    (tmp_path / "hobbies.md").write_text("# Hobbies\n\nViolin on Sundays.\n")
+    (tmp_path / "kitchen.md").write_text("# Kitchen\n\nA recipe for soup.\n")
+    lexical = Substrate([tmp_path]).search("musical instrument", 5)
+    assert lexical == []
+    hybrid = Substrate([tmp_path], semantic.DenseIndex(shared))
+    hits = hybrid.search("musical instrument", 1)
+    assert [(Path(hit.file).name, hit.excerpt, hit.reason) for hit in hits] == [
+        ("hobbies.md", "Violin on Sundays.", "similar in meaning")
+    ]
+    both = hybrid.search("soup recipe", 2)
+    assert both[0].reason == "matched tokens: soup, recipe"

@@ -1,0 +1,153 @@
+"""Hybrid recall with the real embedding model (all-MiniLM-L6-v2, int8 ONNX, from the
+``semantic`` extra's packages; nothing is downloaded). Skipped, with the reason, when the
+extra is not installed; test_fusion.py covers the fusion logic without it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon.testing import DaemonHome, running
+
+pytest.importorskip("onnxruntime", reason="needs pip install 'cambium-memory[semantic]'")
+semantic = pytest.importorskip(
+    "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+)
+try:
+    MODEL, TOKENIZER = semantic.packaged_model()
+except semantic.SemanticUnavailable as exc:
+    pytest.skip(str(exc), allow_module_level=True)
+
+QUESTION = "What instrument does she play?"
+DAILY = (
+    "Anna: we had soup for dinner\n"
+    "Anna: I've been practising my violin every evening\n"
+    "Ben: the weather was grey all week\n"
+    "Ben: my train was late again\n"
+)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> semantic.OnnxEmbedder:
+    return semantic.OnnxEmbedder(MODEL, TOKENIZER, model_id=semantic.DEFAULT_MODEL_ID, threads=1)
+
+
+def test_the_model_places_a_paraphrase_nearer_than_unrelated_lines(
+    embedder: semantic.OnnxEmbedder,
+) -> None:
+    lines = DAILY.splitlines()
+    vectors = embedder.embed(lines)
+    assert vectors.shape == (4, 384)
+    assert [round(float(v @ v), 4) for v in vectors] == [1.0] * 4
+    similarity = vectors @ embedder.embed([QUESTION])[0]
+    assert int(similarity.argmax()) == 1  # the violin
+    assert similarity[1] > semantic.DEFAULT_MIN_SIMILARITY > max(similarity[2:])
+    # Batched or alone, a text gets the same vector.
+    assert embedder.embed([lines[1]])[0] == pytest.approx(vectors[1], abs=1e-5)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> DaemonHome:
+    home = DaemonHome(tmp_path)
+    (tmp_path / "memory" / "daily" / "2026-04-11.md").write_text(DAILY)
+    (tmp_path / "memory" / "long-term" / "hobbies.md").write_text("# Hobbies\n\nCello lessons.\n")
+    (tmp_path / "memory" / "long-term" / "food.md").write_text("# Food\n\nLentil soup.\n")
+    assert home.cli("db", "upgrade").returncode == 0
+    return home
+
+
+def recall(home: DaemonHome, about: str) -> dict[str, list[dict[str, object]]]:
+    result = home.cli(
+        "memory", "recall", about, "--layers", "daily,substrate", "--horizon", "all", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    found: dict[str, list[dict[str, object]]] = json.loads(result.stdout)
+    return found
+
+
+def test_semantic_recall_finds_a_paraphrase_the_lexical_recall_misses(home: DaemonHome) -> None:
+    lexical = recall(home, QUESTION)
+    assert lexical["daily"] == []
+    assert lexical["substrate"] == []
+
+    home.extra_config = "[recall]\nsemantic = true\n"
+    home.write_config()
+    hybrid = recall(home, QUESTION)
+    assert hybrid["daily"][0] == {
+        "date": "2026-04-11",
+        "excerpt": "Anna: I've been practising my violin every evening",
+        "line_range": [2, 2],
+    }
+    assert [Path(str(hit["file"])).name for hit in hybrid["substrate"]] == ["hobbies.md"]
+    assert hybrid["substrate"][0]["reason"] == "similar in meaning"
+    # A question about nothing in memory finds nothing, rather than the nearest lines.
+    assert recall(home, "quarterly tax filing deadline") == {
+        "daily": [],
+        "substrate": [],
+        "marks": [],
+        "compost": [],
+        "summary": None,
+    }
+    # Lexical matches still come first when there are any.
+    assert recall(home, "soup")["daily"][0]["line_range"] == [1, 1]
+
+
+def test_embeddings_are_kept_beside_the_store_keyed_by_content(home: DaemonHome) -> None:
+    home.extra_config = "[recall]\nsemantic = true\n"
+    home.write_config()
+    recall(home, QUESTION)
+    cache = semantic.EmbeddingCache(home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384)
+    texts = [*DAILY.splitlines(), "# Hobbies", "Cello lessons.", "# Food", "Lentil soup."]
+    assert len(cache.get_many(semantic.content_hash(text) for text in texts)) == len(texts)
+    assert len(cache) == len(texts)  # queries are not stored
+    # An edited line is embedded anew; the unchanged ones are not embedded again.
+    with (home.root / "memory" / "daily" / "2026-04-11.md").open("a") as file:
+        file.write("Anna: bought new strings for my fiddle\n")
+    assert [hit["line_range"] for hit in recall(home, QUESTION)["daily"]][:1] in (
+        [[2, 2]],
+        [[5, 5]],
+    )
+    assert len(cache) == len(texts) + 1
+
+
+def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
+    home: DaemonHome,
+) -> None:
+    home.extra_config = (
+        '[recall]\nsemantic = true\nmodel = "missing.onnx"\ntokenizer = "missing.json"\n'
+    )
+    home.write_config()
+    result = home.cli("memory", "recall", QUESTION)
+    assert result.returncode == 2
+    assert "recall.model: no such file" in result.stderr
+
+
+def embedded(home: DaemonHome, text: str) -> bool:
+    cache = semantic.EmbeddingCache(home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384)
+    try:
+        return bool(cache.get_many([semantic.content_hash(text)]))
+    finally:
+        cache.close()
+
+
+def wait_until_embedded(home: DaemonHome, text: str) -> None:
+    deadline = time.monotonic() + 120  # a bound for a busy machine, not a speed goal
+    while not embedded(home, text):
+        assert time.monotonic() < deadline, f"{text!r} was never embedded"
+        time.sleep(0.2)
+
+
+def test_the_daemon_embeds_at_start_and_when_the_substrate_changes(home: DaemonHome) -> None:
+    home.extra_config = "[recall]\nsemantic = true\n"
+    home.write_config()
+    with running(home):
+        wait_until_embedded(home, "Anna: I've been practising my violin every evening")
+        wait_until_embedded(home, "Cello lessons.")
+        # No recall is asked for: the watcher's change alone gets the new line embedded.
+        (home.root / "memory" / "long-term" / "garden.md").write_text("Tomatoes by the wall.\n")
+        wait_until_embedded(home, "Tomatoes by the wall.")
+        found = home.get("/v1/recall", about="vegetable patch", layers="substrate").json()
+        assert [Path(hit["file"]).name for hit in found["substrate"]][:1] == ["garden.md"]
