@@ -18,6 +18,7 @@ from daemon.api.deps import Services
 from daemon.api.guards import BodyLimit, RequireToken
 from daemon.bus import SignalBus
 from daemon.config import parse_config
+from daemon.core.records import derived_id
 from daemon.core.signal import MAX_PAYLOAD_BYTES
 from daemon.services.recall import Layers
 from daemon.store import Store
@@ -115,8 +116,12 @@ async def test_a_seed_is_reviewed_once_and_only_in_its_workspace(
         [ours] = (await api.get("/v1/seeds")).json()
         review = {"decision": "accepted", "reviewer": "ada"}
         # The other workspace's seed is not there for this daemon's reviewers.
-        other_seed = {s["id"] for s in (await api.get("/v1/seeds")).json()} ^ {ours["id"]}
-        assert other_seed == set()
+        assert [s["id"] for s in (await api.get("/v1/seeds")).json()] == [ours["id"]]
+        theirs = derived_id("sd", elsewhere.json()["id"])
+        crossing = await api.post(f"/v1/seeds/{theirs}/review", json=review)
+        assert crossing.status_code == 404 and crossing.json()["detail"] == f"no seed {theirs}"
+        untouched = store.read_sync(lambda tx: tx.seeds.get(theirs, "other"))
+        assert untouched is not None and untouched.state == "pending"
         accepted = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
         assert accepted.status_code == 200 and accepted.json()["state"] == "accepted"
         again = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
