@@ -23,6 +23,7 @@ from daemon.bus import (
 )
 from daemon.core.signal import Signal, SignalRejected
 from daemon.store import Store, Tx
+from daemon.store.signal_log import NewSignal
 from daemon.store.tables import SignalTable
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
@@ -400,3 +401,16 @@ async def test_a_delivery_done_elsewhere_is_never_applied_twice(store: Store) ->
     assert receptor.refused == [f"delivery {delivery_id} is no longer pending"]
     [delivery] = store.read_sync(lambda tx: tx.signals.get(stored.id)).deliveries  # type: ignore[union-attr]
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 1, None)
+
+
+@pytest.mark.asyncio
+async def test_a_done_mark_counts_only_deliveries_still_pending(store: Store) -> None:
+    # The bus's guards against applying twice rest on these answers.
+    for n in range(2):
+        await store.append(NewSignal(signal(n), ["r"], T0))
+    first, second = (d.id for d in store.read_sync(lambda tx: tx.signals.pending("r", 10)))
+    assert store.write_sync(lambda tx: tx.signals.mark_delivered(first, 1, T0)) is True
+    assert store.write_sync(lambda tx: tx.signals.mark_delivered(first, 2, T0)) is False
+    assert store.write_sync(lambda tx: tx.signals.mark_many_delivered([first, second], T0)) == 1
+    assert store.write_sync(lambda tx: tx.signals.mark_many_delivered([first, second], T0)) == 0
+    assert store.read_sync(lambda tx: tx.signals.pending("r", 10)) == []
