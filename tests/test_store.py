@@ -22,6 +22,7 @@ from support import T0
 from daemon.bus import SignalBus
 from daemon.core.signal import Signal
 from daemon.store import Store, Tx
+from daemon.store.engine import StoreLost
 from daemon.store.migrate import current_revision, head_revision, upgrade
 from daemon.store.signal_log import NewSignal
 
@@ -183,6 +184,7 @@ async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(store: 
     )
     assert len(rows) == 199 and 13 not in rows
     assert [n for n, r in results.items() if r == "failed"] in ([13], [1])
+    assert store._writer.jobs >= 200, "every write counted (a failed batch's twice)"
     assert store._writer.batches < store._writer.jobs, "group commit: fewer commits than writes"
 
 
@@ -194,9 +196,27 @@ async def test_write_after_close_is_refused(tmp_path: Path) -> None:
     upgrade(url)
     store = Store(url)
     store.start()
+    assert store.writer_alive
     store.close()
+    assert not store.writer_alive
     with pytest.raises(WriterClosed):
         await store.write(lambda tx: None)
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_database_file_refuses_every_write(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/c.db"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    try:
+        await store.write(lambda tx: tx.connection.execute(text("SELECT 1")))  # connected
+        (tmp_path / "c.db").unlink()
+        with pytest.raises(StoreLost, match="was deleted"):
+            await store.write(lambda tx: tx.connection.execute(text("SELECT 1")))
+        assert store.lost
+    finally:
+        store.close()
 
 
 @pytest.mark.asyncio
