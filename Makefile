@@ -31,8 +31,9 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 # Mutation testing with mutmut (configured in pyproject.toml, [tool.mutmut]): run before a
-# release, never in `make test` or CI (it takes hours on two cores). SQLite only. Select
-# mutants with MUTANTS, e.g. make mutate MUTANTS='daemon.core.strength*'.
+# release, never in `make test` or CI (it takes hours on two cores). With
+# CAMBIUM_TEST_POSTGRES_URL set, the PostgreSQL cases run too. Select mutants with MUTANTS,
+# e.g. make mutate MUTANTS='daemon.core.strength*'.
 MUTATE_JOBS ?= 2
 MUTANTS ?=
 $(VENV)/.mutate-installed: $(STAMP)
@@ -41,7 +42,7 @@ $(VENV)/.mutate-installed: $(STAMP)
 
 mutate: $(VENV)/.mutate-installed
 	rm -rf mutants
-	env -u CAMBIUM_TEST_POSTGRES_URL $(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
+	$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(BIN)/mutmut results
 
 clean:
