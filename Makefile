@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-fast lint bench mutate clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,5 +30,20 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# Mutation testing with mutmut (configured in pyproject.toml, [tool.mutmut]): run before a
+# release, never in `make test` or CI (it takes hours on two cores). With
+# CAMBIUM_TEST_POSTGRES_URL set, the PostgreSQL cases run too. Select mutants with MUTANTS,
+# e.g. make mutate MUTANTS='daemon.core.strength*'.
+MUTATE_JOBS ?= 2
+MUTANTS ?=
+$(VENV)/.mutate-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[mutate]'
+	touch $@
+
+mutate: $(VENV)/.mutate-installed
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache mutants

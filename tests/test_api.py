@@ -18,6 +18,7 @@ from daemon.api.deps import Services
 from daemon.api.guards import BodyLimit, RequireToken
 from daemon.bus import SignalBus
 from daemon.config import parse_config
+from daemon.core.records import derived_id
 from daemon.core.signal import MAX_PAYLOAD_BYTES
 from daemon.services.recall import Layers
 from daemon.store import Store
@@ -113,11 +114,14 @@ async def test_a_seed_is_reviewed_once_and_only_in_its_workspace(
         assert elsewhere.json()["deliveries"] == {"seeds": "delivered"}
         await api.post("/v1/signals", json=PLANT | {"idempotency_key": "p1"}, params={"wait": 5})
         [ours] = (await api.get("/v1/seeds")).json()
-        [theirs] = store.read_sync(lambda tx: tx.seeds.listing("other"))
         review = {"decision": "accepted", "reviewer": "ada"}
         # The other workspace's seed is not there for this daemon's reviewers.
-        assert (await api.post(f"/v1/seeds/{theirs.id}/review", json=review)).status_code == 404
-        assert store.read_sync(lambda tx: tx.seeds.get(theirs.id, "other")).state == "pending"
+        assert [s["id"] for s in (await api.get("/v1/seeds")).json()] == [ours["id"]]
+        theirs = derived_id("sd", elsewhere.json()["id"])
+        crossing = await api.post(f"/v1/seeds/{theirs}/review", json=review)
+        assert crossing.status_code == 404 and crossing.json()["detail"] == f"no seed {theirs}"
+        untouched = store.read_sync(lambda tx: tx.seeds.get(theirs, "other"))
+        assert untouched is not None and untouched.state == "pending"
         accepted = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
         assert accepted.status_code == 200 and accepted.json()["state"] == "accepted"
         again = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)

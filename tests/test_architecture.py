@@ -139,3 +139,116 @@ def test_only_the_process_composes_the_daemon() -> None:
         if "receptors" in imports_of(path) and not module_name(REPO, path).startswith("receptors")
     ]
     assert composers == ["daemon.process"]
+
+
+# -- the tests themselves -----------------------------------------------------------------
+
+# Calls that check: pytest's, and helpers that assert on their caller's behalf (listed by
+# name, each one read and known to assert).
+ASSERTING_HELPERS = frozenset(
+    {
+        "raises",  # pytest.raises
+        "fail",  # pytest.fail
+        "crash_repeatedly",  # tests/reliability/test_crash_recovery.py
+        "fuzz",  # tests/reliability/test_ingress_fuzz.py
+        "race_appenders_and_consolidations",  # tests/reliability/test_file_layers.py
+        "kill_during_merges",  # tests/reliability/test_file_layers.py
+        "recall_by_text",  # tests/test_client.py
+        "bounded_context",  # tests/test_client.py
+    }
+)
+
+
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The nodes of ``function``'s own body, not those of functions defined inside it."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _checks(node: ast.AST) -> bool:
+    if isinstance(node, ast.Assert):
+        return True
+    if isinstance(node, ast.Call):
+        called = node.func
+        name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)
+        return name in ASSERTING_HELPERS
+    return False
+
+
+def _early_returns(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """Lines of ``return`` statements with no check before them in their block: a test
+    that ends there reports a pass for nothing (``pytest.skip`` says why instead)."""
+    lines = []
+    for node in [function, *_own_nodes(function)]:
+        if node is not function and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for index, statement in enumerate(block):
+                if isinstance(statement, ast.Return) and not any(
+                    _checks(inner) for before in block[:index] for inner in ast.walk(before)
+                ):
+                    lines.append(statement.lineno)
+    return lines
+
+
+def collected_tests(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    found = []
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        found.extend(
+            member
+            for member in members
+            if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef)
+            and member.name.startswith("test")
+        )
+    return found
+
+
+def weak_tests(source: str, name: str) -> list[str]:
+    """Every test function in ``source`` that checks nothing, or returns before checking."""
+    found = []
+    for function in collected_tests(ast.parse(source)):
+        if not any(_checks(node) for node in _own_nodes(function)):
+            found.append(f"{name}::{function.name}: no assert, pytest.raises or pytest.fail")
+        found.extend(
+            f"{name}:{line}: {function.name} returns before checking (use pytest.skip)"
+            for line in _early_returns(function)
+        )
+    return found
+
+
+def test_every_test_checks_something_and_never_returns_instead_of_skipping() -> None:
+    found = [
+        problem
+        for path in sorted((REPO / "tests").rglob("test_*.py"))
+        for problem in weak_tests(path.read_text(encoding="utf-8"), path.name)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "problems"),
+    [
+        ("def test_a():\n    f()\n", 1),
+        ("async def test_a():\n    def inner():\n        assert x\n    inner()\n", 1),
+        ("def test_a():\n    if not URL:\n        return\n    assert f()\n", 1),
+        ("class TestA:\n    def test_b(self):\n        pass\n", 1),
+        ("def test_a():\n    assert f()\n", 0),
+        ("def test_a():\n    with pytest.raises(E):\n        f()\n", 0),
+        ("def test_a():\n    for x in xs:\n        assert x\n        return\n    fail()\n", 0),
+        ("def helper():\n    return\n", 0),
+        ("def test_a():\n    return\n    assert f()\n", 1),
+        ("def test_a():\n    def inner():\n        return 1\n    assert inner()\n", 0),
+    ],
+)
+def test_a_weak_test_is_caught(source: str, problems: int) -> None:
+    assert len(weak_tests(source, "t.py")) == problems

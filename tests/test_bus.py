@@ -12,6 +12,7 @@ import anyio
 import pytest
 from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import func, select
+from support import T0
 
 from daemon.bus import (
     DeliveryContext,
@@ -22,6 +23,7 @@ from daemon.bus import (
 )
 from daemon.core.signal import Signal, SignalRejected
 from daemon.store import Store, Tx
+from daemon.store.signal_log import NewSignal
 from daemon.store.tables import SignalTable
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
@@ -357,3 +359,58 @@ async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
     assert set(acknowledged) <= set(rows), "every acknowledged signal is applied"
     assert len(rows) == len(set(rows)), "nothing is applied twice"
     assert set(rows) == stored, "everything stored is applied, once"
+
+
+class OvertakenCounter(Counter):
+    """Another daemon on the same database delivers the signal (applies it and marks it done)
+    while this bus is working on it; then this bus tries to commit its own application."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.refused: list[str] = []
+        self.delivery_ids: list[int] = []
+        self.finished = anyio.Event()
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        def elsewhere(tx: Tx) -> None:
+            assert tx.signals.mark_delivered(delivery.delivery_id, delivery.attempt, T0)
+            self.apply(tx, signal)
+
+        self.delivery_ids.append(delivery.delivery_id)
+        try:
+            await self.store.write(elsewhere)
+            await super().deliver(signal, delivery)
+        except RuntimeError as exc:
+            self.refused.append(str(exc))
+            raise
+        finally:
+            self.finished.set()
+
+
+@pytest.mark.asyncio
+async def test_a_delivery_done_elsewhere_is_never_applied_twice(store: Store) -> None:
+    create_applied_table(store)
+    receptor = OvertakenCounter(store)
+    async with SignalBus(store, [receptor], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        with anyio.fail_after(10):
+            await receptor.finished.wait()
+            assert await bus.settled(stored.id) == {"counter": "delivered"}
+    assert applied(store) == [stored.id], "applied once, by whoever marked it done first"
+    [delivery_id] = receptor.delivery_ids
+    assert receptor.refused == [f"delivery {delivery_id} is no longer pending"]
+    [delivery] = store.read_sync(lambda tx: tx.signals.get(stored.id)).deliveries  # type: ignore[union-attr]
+    assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 1, None)
+
+
+@pytest.mark.asyncio
+async def test_a_done_mark_counts_only_deliveries_still_pending(store: Store) -> None:
+    # The bus's guards against applying twice rest on these answers.
+    for n in range(2):
+        await store.append(NewSignal(signal(n), ["r"], T0))
+    first, second = (d.id for d in store.read_sync(lambda tx: tx.signals.pending("r", 10)))
+    assert store.write_sync(lambda tx: tx.signals.mark_delivered(first, 1, T0)) is True
+    assert store.write_sync(lambda tx: tx.signals.mark_delivered(first, 2, T0)) is False
+    assert store.write_sync(lambda tx: tx.signals.mark_many_delivered([first, second], T0)) == 1
+    assert store.write_sync(lambda tx: tx.signals.mark_many_delivered([first, second], T0)) == 0
+    assert store.read_sync(lambda tx: tx.signals.pending("r", 10)) == []

@@ -11,7 +11,6 @@ from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
 
 from daemon.bus import SignalBus
 from daemon.core.records import Mark
-from daemon.core.strength import strength
 from daemon.store import Store
 from daemon.store.tables import MarkTable, ReinforcementTable
 from receptors.observation import ObservationReceptor
@@ -69,10 +68,15 @@ async def test_same_observation_three_times_reinforces_one_mark(store: Store) ->
     assert mark.reinforcement_count == 2
     assert mark.last_reinforced_at == T0 + timedelta(days=2)
     boosts = store.read_sync(lambda tx: tx.marks.reinforcements_of([mark.id]))[mark.id]
-    now = T0 + timedelta(days=2)
-    reinforced = strength(0.8, 7, T0, [(r.reinforced_at, r.strength_delta) for r in boosts], now)
-    single = strength(0.8, 7, T0, [], now)
-    assert reinforced.value > single.value
+    assert [(r.reinforced_at, r.strength_delta) for r in boosts] == [
+        (T0 + timedelta(days=1), 0.2),
+        (T0 + timedelta(days=2), 0.2),
+    ]
+    # Two weeks on, each part has decayed from its own day (half-life 7 days): the strength
+    # recall ranks by is the initial 0.8 and both boosts, not 0.8 alone (0.2).
+    now = T0 + timedelta(days=14)
+    [scored] = store.read_sync(lambda tx: tx.marks.score("default", "user.food", ("active",), now))
+    assert scored.value == pytest.approx(0.8 * 2**-2 + 0.2 * 2 ** (-13 / 7) + 0.2 * 2 ** (-12 / 7))
 
 
 @pytest.mark.asyncio

@@ -4,7 +4,6 @@ missed slot once, failures are logged, and APScheduler really fires a job."""
 from __future__ import annotations
 
 import asyncio
-import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -197,24 +196,28 @@ async def test_a_failed_emit_is_logged_and_the_rhythm_goes_on(store: Store) -> N
 
 @pytest.mark.asyncio
 async def test_apscheduler_fires_the_slot(store: Store) -> None:
-    # A daily rhythm due one to two seconds from now, on the real clock.
-    now = datetime.now(UTC)
-    due = datetime.fromtimestamp(math.ceil(now.timestamp() + 1), UTC)
-    live = consolidation(name="live", phase=due.strftime("%H:%M:%S"), timezone="UTC")
+    # The test clock stands a millisecond before a slot: APScheduler's real timer is due a
+    # millisecond from now. Jobs run on this event loop, so none can run before the test
+    # awaits: the clock is moved onto the slot first, and the fire is awaited as an event.
+    due = datetime(2026, 3, 28, 12, 0, 0, tzinfo=UTC)
+    clock = FakeClock(due - timedelta(milliseconds=1))
+    live = consolidation(name="live", phase="12:00:00", timezone="UTC")
     async with SignalBus(store, []) as bus:
         emits = Emits(bus)
-        scheduler = RhythmScheduler([live], emits, store)
+        scheduler = RhythmScheduler([live], emits, store, clock)
         await scheduler.start()
         assert scheduler.next_fire("live") == due
+        assert emits.answers == []
+        clock.now = due
         with anyio.fail_after(10):
             await emits.fired.wait()
         assert scheduler.next_fire("live") == due + timedelta(days=1)
         await scheduler.stop()
 
     (signal,) = await stored_signals(store)
-    assert signal["idempotency_key"] == f"rhythm:live:{iso(due)}"
-    assert signal["payload"] == {"through": (due.date() - timedelta(days=1)).isoformat()}
-    assert datetime.fromisoformat(signal["emitted_at"]) >= due
+    assert signal["idempotency_key"] == "rhythm:live:2026-03-28T12:00:00Z"
+    assert signal["payload"] == {"through": "2026-03-27"}
+    assert signal["emitted_at"] == iso(due)
 
 
 @pytest.mark.asyncio

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,9 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.signal import MAX_PAYLOAD_BYTES, Signal, SignalRejected
+from daemon.bus import SignalBus
+from daemon.core.signal import MAX_FUTURE_SKEW, MAX_PAYLOAD_BYTES, Signal, SignalRejected
+from daemon.store import Store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+TICK = timedelta(microseconds=1)  # the finest step a timestamp has
 
 
 def valid(**overrides: Any) -> dict[str, Any]:
@@ -77,8 +81,31 @@ def test_missing_source_id_is_named() -> None:
     assert "source_id: Field required" in str(exc.value)
 
 
-def test_emitted_at_up_to_five_minutes_ahead_is_fine() -> None:
-    Signal.parse(valid(emitted_at=(NOW + timedelta(minutes=4)).isoformat()), now=NOW)
+@pytest.mark.parametrize(
+    "ahead",
+    [timedelta(0), timedelta(minutes=4), MAX_FUTURE_SKEW - TICK, MAX_FUTURE_SKEW],
+)
+def test_emitted_at_up_to_five_minutes_ahead_is_accepted(ahead: timedelta) -> None:
+    signal = Signal.parse(valid(emitted_at=(NOW + ahead).isoformat()), now=NOW)
+    assert signal.emitted_at == NOW + ahead
+
+
+@pytest.mark.parametrize("ahead", [MAX_FUTURE_SKEW + TICK, MAX_FUTURE_SKEW + timedelta(seconds=1)])
+def test_emitted_at_beyond_five_minutes_ahead_is_refused(ahead: timedelta) -> None:
+    with pytest.raises(SignalRejected) as exc:
+        Signal.parse(valid(emitted_at=(NOW + ahead).isoformat()), now=NOW)
+    assert str(exc.value) == "emitted_at: must not be more than 5 minutes in the future"
+    assert timedelta(minutes=5) == MAX_FUTURE_SKEW
+
+
+@pytest.mark.asyncio
+async def test_the_bus_measures_future_skew_on_its_own_clock(store: Store) -> None:
+    async with SignalBus(store, [], clock=lambda: NOW) as bus:
+        edge = await bus.emit_raw(valid(emitted_at=(NOW + MAX_FUTURE_SKEW).isoformat()))
+        with pytest.raises(SignalRejected) as exc:
+            await bus.emit_raw(valid(emitted_at=(NOW + MAX_FUTURE_SKEW + TICK).isoformat()))
+    assert [e.field for e in exc.value.errors] == ["emitted_at"]
+    assert [s.id for s in store.read_sync(lambda tx: tx.signals.listing())] == [edge.id]
 
 
 def test_oversized_payload_is_refused() -> None:
@@ -99,10 +126,73 @@ def test_deep_payload_is_refused() -> None:
     assert fields_of(exc) == {"payload"}
 
 
+def is_signal_type(text: str) -> bool:
+    """SPEC's rule for ``type``, written out: two or more dot-separated names, each a
+    lowercase ASCII letter followed by lowercase letters, digits or underscores."""
+    names = text.split(".")
+    tail = set(string.ascii_lowercase + string.digits + "_")
+    return (
+        len(text) <= 128
+        and len(names) >= 2
+        and all(n[:1] in set(string.ascii_lowercase) and set(n[1:]) <= tail for n in names)
+    )
+
+
+# Valid types, and near misses: one character of a valid type replaced, or one inserted,
+# by one of each kind the rule refuses (and by ones it allows elsewhere: a digit or "_"
+# first, an empty name).
+REFUSED_HERE = [*"A9_-. ", "\n", "\u00e9", "\uff41", "/"]
+NAMES = st.tuples(st.sampled_from("abz"), st.text(st.sampled_from("az09_"), max_size=3)).map(
+    "".join
+)
+VALID_TYPES = st.lists(NAMES, min_size=2, max_size=4).map(".".join)
+
+
+def edited(valid: str, at: int, character: str, insert: bool) -> str:
+    at %= len(valid) + 1
+    return valid[:at] + character + valid[at + (0 if insert else 1) :]
+
+
+NEAR_MISSES = st.builds(
+    edited, VALID_TYPES, st.integers(0, 20), st.sampled_from(REFUSED_HERE), st.booleans()
+)
+
+
+def every_single_edit(valid: str) -> list[str]:
+    return sorted(
+        {
+            edited(valid, at, character, insert)
+            for at in range(len(valid) + 1)
+            for character in REFUSED_HERE
+            for insert in (True, False)
+        }
+    )
+
+
+def accepted(candidate: str) -> bool:
+    try:
+        signal = Signal.parse(valid(type=candidate), now=NOW)
+    except SignalRejected as exc:
+        assert {e.field for e in exc.errors} == {"type"}
+        return False
+    assert signal.type == candidate
+    return True
+
+
+def test_every_single_character_edit_of_a_type_is_judged_by_the_rule() -> None:
+    wrong = [c for c in every_single_edit("ab.c_d9.e") if accepted(c) != is_signal_type(c)]
+    assert wrong == []
+
+
+@settings(max_examples=300)
+@given(VALID_TYPES | NEAR_MISSES | st.text(max_size=10))
+def test_a_type_is_accepted_exactly_when_it_follows_the_rule(candidate: str) -> None:
+    assert accepted(candidate) == is_signal_type(candidate), repr(candidate)
+
+
 @settings(max_examples=150)
 @given(
     st.one_of(
-        st.text().filter(lambda t: not t[:1].islower() or "." not in t).map(lambda t: ("type", t)),
         st.one_of(st.integers(), st.none(), st.booleans()).map(lambda v: ("source_id", v)),
         st.floats(allow_nan=True).filter(lambda f: not 0 <= f <= 1).map(lambda f: ("intensity", f)),
         st.text(max_size=5).map(lambda t: ("payload", t)),

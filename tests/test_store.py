@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import anyio
+import anyio.to_thread
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from emitter_process import Counter, applied, create_applied_table
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
+from support import T0
 
-from daemon.store import Store
+from daemon.bus import SignalBus
+from daemon.core.signal import Signal
+from daemon.store import Store, Tx
+from daemon.store.engine import StoreLost
 from daemon.store.migrate import current_revision, head_revision, upgrade
+from daemon.store.signal_log import NewSignal
 
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
@@ -27,17 +38,125 @@ def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
     assert diff == [], "models and migrations disagree"
 
 
-def test_sqlite_is_wal_with_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
+def test_sqlite_is_wal_with_a_busy_timeout(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/c.db"
     upgrade(url)
     store = Store(url)
     try:
         with store._writer.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
             assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
     finally:
         store.close()
+
+
+def durable_in_effect(tx: Tx) -> bool:
+    """Whether the transaction open in ``tx`` will commit durably, read inside it."""
+    return commits_durably(tx.connection.connection.driver_connection, tx.connection.dialect.name)
+
+
+@pytest.mark.asyncio
+async def test_each_write_commits_as_durably_as_it_asked(store: Store) -> None:
+    # The writer switches SQLite's synchronous setting per batch, and PostgreSQL's
+    # synchronous_commit per transaction: read what is in effect inside each transaction.
+    assert await store.write(durable_in_effect) is True
+    assert await store.write(durable_in_effect, durable=False) is False
+    assert await store.write(durable_in_effect) is True, "a durable write after a relaxed one"
+    assert await store.write(durable_in_effect, durable=False) is False
+
+
+@pytest.mark.asyncio
+async def test_relaxed_work_batched_with_an_emit_commits_durably(store: Store) -> None:
+    """One transaction, one commit: if any of its work must be durable, all of it is."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold_the_writer(tx: Tx) -> None:
+        entered.set()
+        release.wait(10)
+
+    held = asyncio.create_task(store.write(hold_the_writer))
+    assert await anyio.to_thread.run_sync(entered.wait, 10)
+    relaxed = asyncio.create_task(store.write(durable_in_effect, durable=False))
+    emit = asyncio.create_task(store.append(NewSignal(ping(), [], T0)))
+    await asyncio.sleep(0)  # each task runs up to its wait: both are queued, one batch
+    assert store._writer._queue.qsize() == 2
+    release.set()
+    await held
+    assert await relaxed is True
+    assert not (await emit).duplicate
+    assert store._writer.batches == 2
+
+
+@pytest.mark.asyncio
+async def test_every_acknowledged_emit_commits_durably_and_done_marks_do_not(
+    store: Store,
+) -> None:
+    """Each emit acknowledged by the bus is one commit with synchronous=FULL (PostgreSQL:
+    synchronous_commit on) in effect; the commits that only mark a delivery done (and write
+    its receptor's effect) are the relaxed ones."""
+    create_applied_table(store)
+    spy = CommitSpy(store._writer.engine)
+    async with SignalBus(store, [Counter()]) as bus:
+        for n in range(12):
+            stored = await bus.emit(ping(n))
+            with anyio.fail_after(10):
+                assert await bus.settled(stored.id) == {"counter": "delivered"}
+    spy.detach()
+    emits = [c for c in spy.commits if "INSERT INTO signals" in c.statements]
+    done_marks = [c for c in spy.commits if c.statements.startswith("UPDATE deliveries")]
+    assert len(emits) == 12, "one commit per acknowledged emit"
+    assert [c.durable for c in emits] == [True] * 12
+    assert len(done_marks) == 12
+    assert [c.durable for c in done_marks] == [False] * 12
+    assert len(applied(store)) == 12
+
+
+class Commit(NamedTuple):
+    statements: str  # what the transaction ran, one statement a line
+    durable: bool  # the setting in effect when it committed
+
+
+class CommitSpy:
+    """Every commit on ``engine``'s connections: what it ran, and whether it was durable
+    (read on the driver connection just before the database commits)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.commits: list[Commit] = []
+        self._statements: list[str] = []
+        event.listen(engine, "before_cursor_execute", self._executed)
+        event.listen(engine, "commit", self._committed)
+
+    def detach(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._executed)
+        event.remove(self.engine, "commit", self._committed)
+
+    def _executed(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if not statement.startswith(("BEGIN", "SET LOCAL")):
+            self._statements.append(" ".join(statement.split()))
+
+    def _committed(self, connection: Connection) -> None:
+        driver = connection.connection.driver_connection
+        durable = commits_durably(driver, connection.dialect.name)
+        self.commits.append(Commit("\n".join(self._statements), durable))
+        self._statements = []
+
+
+def commits_durably(driver: Any, dialect: str) -> bool:
+    """SQLite: synchronous FULL (2) or EXTRA (3) fsyncs the WAL at commit; PostgreSQL: any
+    synchronous_commit but off waits for the local flush."""
+    if dialect == "sqlite":
+        return int(driver.execute("PRAGMA synchronous").fetchone()[0]) >= 2
+    with driver.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return str(cursor.fetchone()[0]) != "off"
+
+
+def ping(n: int = 0) -> Signal:
+    return Signal.parse(
+        {"type": "test.ping", "source_id": "tester", "payload": {"n": n}, "emitted_at": T0},
+        now=T0,
+    )
 
 
 @pytest.mark.asyncio
@@ -65,6 +184,7 @@ async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(store: 
     )
     assert len(rows) == 199 and 13 not in rows
     assert [n for n, r in results.items() if r == "failed"] in ([13], [1])
+    assert store._writer.jobs >= 200, "every write counted (a failed batch's twice)"
     assert store._writer.batches < store._writer.jobs, "group commit: fewer commits than writes"
 
 
@@ -76,9 +196,27 @@ async def test_write_after_close_is_refused(tmp_path: Path) -> None:
     upgrade(url)
     store = Store(url)
     store.start()
+    assert store.writer_alive
     store.close()
+    assert not store.writer_alive
     with pytest.raises(WriterClosed):
         await store.write(lambda tx: None)
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_database_file_refuses_every_write(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/c.db"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    try:
+        await store.write(lambda tx: tx.connection.execute(text("SELECT 1")))  # connected
+        (tmp_path / "c.db").unlink()
+        with pytest.raises(StoreLost, match="was deleted"):
+            await store.write(lambda tx: tx.connection.execute(text("SELECT 1")))
+        assert store.lost
+    finally:
+        store.close()
 
 
 @pytest.mark.asyncio

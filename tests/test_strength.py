@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from daemon.core.strength import WITHER_THRESHOLD, strength
+from daemon.core.strength import WITHER_THRESHOLD, strength, withers
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -48,12 +48,21 @@ def test_zero_half_life_never_decays() -> None:
 
 def test_breakdown_explains_the_value() -> None:
     s = strength(0.8, 7, T0, [(T0 + 7 * DAY, 0.2)], T0 + 14 * DAY)
+    assert (s.initial, s.half_life_days) == (0.8, 7)
     assert s.age_days == pytest.approx(14)
     assert s.base == pytest.approx(0.2)
-    assert s.reinforcements[0].now == pytest.approx(0.1)
+    [part] = s.reinforcements
+    assert (part.at, part.delta) == (T0 + 7 * DAY, 0.2)
+    assert part.now == pytest.approx(0.1)
     assert s.value == pytest.approx(0.3)
+
+
+def test_age_counts_from_first_observation_and_never_runs_backwards() -> None:
+    assert strength(0.8, 7, T0, [], T0 + DAY / 2).age_days == pytest.approx(0.5)
+    assert strength(0.8, 7, T0, [], T0 - DAY).age_days == 0.0
 
 
 def test_withers_below_threshold() -> None:
     assert WITHER_THRESHOLD == 0.1
+    assert withers(0.0999999) and not withers(WITHER_THRESHOLD), "strictly below withers"
     assert at(21, initial=0.3) < WITHER_THRESHOLD
