@@ -223,7 +223,7 @@ def test_a_daemon_down_over_the_nightly_slot_fires_it_once_at_start(home: Daemon
             insert(RhythmStateTable.__table__),  # type: ignore[attr-defined]
             [{"name": "consolidation", "first_scheduled_at": first}],
         )
-    [consolidation] = bundled_templates("Europe/Berlin")
+    [consolidation] = [t for t in bundled_templates("Europe/Berlin") if t.name == "consolidation"]
 
     def fired() -> list[tuple[str | None, dict[str, object]]]:
         with engine.connect() as connection:

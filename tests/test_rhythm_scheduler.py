@@ -50,7 +50,7 @@ class Emits:
 
 
 def consolidation(**overrides: Any) -> RhythmTemplate:
-    (bundled,) = bundled_templates("UTC")
+    [bundled] = [t for t in bundled_templates("UTC") if t.name == "consolidation"]
     return RhythmTemplate.model_validate(bundled.model_dump(by_alias=True) | overrides)
 
 

@@ -57,7 +57,7 @@ def slots(rhythm: RhythmTemplate, after: datetime, count: int) -> list[datetime]
 
 @pytest.fixture
 def consolidation() -> RhythmTemplate:
-    (bundled,) = bundled_templates("UTC")
+    [bundled] = [t for t in bundled_templates("UTC") if t.name == "consolidation"]
     return bundled
 
 

@@ -7,17 +7,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import Depends, Request
 
 from daemon.bus import SignalBus
+from daemon.config import SeedsConfig
 from daemon.core.clock import Clock
 from daemon.core.errors import FieldError
 from daemon.services.recall import Layers
 
 MAX_WAIT_SECONDS = 30.0
+APPLY_WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -32,6 +34,9 @@ class Services:
     # One review at a time: two people reviewing the same seed at once get 200 and 409, not
     # a dead delivery that looks like work left to do.
     reviewing: anyio.Lock = field(default_factory=anyio.Lock)
+    # Likewise one correction, retraction or forget at a time.
+    governing: anyio.Lock = field(default_factory=anyio.Lock)
+    seed_rules: SeedsConfig = field(default_factory=SeedsConfig)
 
 
 class Problem(Exception):
@@ -57,3 +62,27 @@ async def settle(services: Services, signal_id: str, wait: float) -> dict[str, s
     with anyio.move_on_after(wait):
         return await services.bus.settled(signal_id)
     return await services.bus.store.read(lambda tx: tx.signals.status(signal_id))
+
+
+async def apply_signal(
+    services: Services, signal_type: str, payload: dict[str, Any], by: str, receptor: str
+) -> str:
+    """Emit a signal a person asked for and wait (up to ``APPLY_WAIT_SECONDS``) for
+    ``receptor`` to apply it; its id. A refused delivery is a 409 with the receptor's error."""
+    stored = await services.bus.emit_raw(
+        {
+            "type": signal_type,
+            "source_id": by,
+            "source_layer": "human",
+            "workspace_id": services.layers.workspace,
+            "payload": payload,
+        }
+    )
+    status = await settle(services, stored.id, APPLY_WAIT_SECONDS)
+    if status.get(receptor) == "dead":
+        detail = await services.bus.store.read(lambda tx: tx.signals.get(stored.id))
+        error = detail.deliveries[0].last_error if detail and detail.deliveries else None
+        raise Problem(409, error or f"{signal_type} refused")
+    if status.get(receptor) != "delivered":
+        raise Problem(202, f"stored as signal {stored.id}; not applied yet")
+    return stored.id

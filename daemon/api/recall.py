@@ -22,6 +22,7 @@ async def recall_route(
     min_strength: float | None = None,
     limit: int = 10,
     include_withered: bool = False,
+    include_history: bool = False,
 ) -> dict[str, Any]:
     query = RecallQuery.model_validate(
         {
@@ -30,6 +31,7 @@ async def recall_route(
             "min_strength": min_strength,
             "limit": limit,
             "include_withered": include_withered,
+            "include_history": include_history,
         }
         | ({"layers": layers} if layers is not None else {})
     )

@@ -10,14 +10,18 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from daemon.api.deps import Problem, Running, Services, settle
+from daemon.api.deps import Problem, Running, Services, apply_signal, settle
 from daemon.core.clock import iso
 from daemon.core.records import Seed
-from daemon.services.review import ReviewRefused, reviewable
+from daemon.services.review import ReviewRefused, reviewable, undoable
 
 router = APIRouter(prefix="/v1/seeds", tags=["seeds"])
 
 REVIEW_WAIT_SECONDS = 10.0
+
+
+class Undo(BaseModel):
+    reviewer: str = Field(min_length=1, max_length=128)
 
 
 class Review(BaseModel):
@@ -31,7 +35,7 @@ def seed_json(seed: Seed) -> dict[str, Any]:
 
 @router.get("", summary="Seeds, newest first")
 async def list_seeds(
-    services: Running, state: Literal["pending", "accepted", "rejected"] | None = None
+    services: Running, state: Literal["pending", "accepted", "rejected", "withered"] | None = None
 ) -> list[dict[str, Any]]:
     workspace = services.layers.workspace
     found = await services.bus.store.read(lambda tx: tx.seeds.listing(workspace, state))
@@ -46,8 +50,9 @@ async def review_seed(seed_id: str, review: Review, services: Running) -> JSONRe
 
 async def _review(seed_id: str, review: Review, services: Services) -> JSONResponse:
     store, workspace = services.bus.store, services.layers.workspace
+    now, wither_days = services.clock(), services.seed_rules.wither_days
     try:
-        await store.read(lambda tx: reviewable(tx, workspace, seed_id))
+        await store.read(lambda tx: reviewable(tx, workspace, seed_id, now, wither_days))
     except ReviewRefused as exc:
         raise Problem(exc.status, str(exc)) from None
     stored = await services.bus.emit_raw(
@@ -68,3 +73,21 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
     assert seed is not None
     code = 200 if seed.state != "pending" else 202
     return JSONResponse(seed_json(seed) | {"signal_id": stored.id}, status_code=code)
+
+
+@router.post("/{seed_id}/undo", summary="Undo a seed's review (within seeds.undo_hours)")
+async def undo_review(seed_id: str, body: Undo, services: Running) -> dict[str, Any]:
+    store, workspace = services.bus.store, services.layers.workspace
+    now, hours = services.clock(), services.seed_rules.undo_hours
+    async with services.reviewing:
+        try:
+            await store.read(lambda tx: undoable(tx, workspace, seed_id, now, hours))
+        except ReviewRefused as exc:
+            raise Problem(exc.status, str(exc)) from None
+        payload = {"seed_id": seed_id, "reviewer": body.reviewer}
+        signal_id = await apply_signal(
+            services, "memory.seed_review_undone", payload, body.reviewer, "seeds"
+        )
+    seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
+    assert seed is not None
+    return seed_json(seed) | {"signal_id": signal_id}

@@ -52,6 +52,22 @@ class Ingress:
         # The daemon waits up to 10 s itself for the review to be applied.
         return self._call("POST", f"/v1/seeds/{_segment(seed_id)}/review", json=body, wait=10.0)
 
+    def undo_review(self, seed_id: str, reviewer: str) -> dict[str, Any]:
+        body = {"reviewer": reviewer}
+        return self._call("POST", f"/v1/seeds/{_segment(seed_id)}/undo", json=body, wait=10.0)
+
+    def correct(self, mark_id: str, text: str, reason: str, by: str) -> dict[str, Any]:
+        body = {"text": text, "reason": reason, "by": by}
+        return self._call("POST", f"/v1/marks/{_segment(mark_id)}/correct", json=body, wait=10.0)
+
+    def retract(self, mark_id: str, reason: str, by: str) -> dict[str, Any]:
+        body = {"reason": reason, "by": by}
+        return self._call("POST", f"/v1/marks/{_segment(mark_id)}/retract", json=body, wait=10.0)
+
+    def forget(self, target: dict[str, str], reason: str, by: str) -> dict[str, Any]:
+        body = target | {"reason": reason, "by": by}
+        return self._call("POST", "/v1/forget", json=body, wait=10.0)
+
     def check_deliveries(self, answer: dict[str, Any]) -> None:
         """Fail, naming each receptor's last error, if a delivery in ``answer`` is dead."""
         deliveries: dict[str, str] = answer.get("deliveries") or {}

@@ -75,6 +75,11 @@ def ingress(config: Config) -> Ingress:
 )
 @click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
 @click.option("--include-withered", is_flag=True, help="Also show marks that have faded.")
+@click.option(
+    "--include-history",
+    is_flag=True,
+    help="Also show superseded, retracted and forgotten marks, with their links.",
+)
 @json_option
 @config_option
 def recall(
@@ -84,6 +89,7 @@ def recall(
     min_strength: float | None,
     limit: int | None,
     include_withered: bool,
+    include_history: bool,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -97,6 +103,7 @@ def recall(
       cambium memory recall user.food
       cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
       cambium memory recall user --min-strength 0.2 --include-withered --json
+      cambium memory recall user.health --include-history
     """
     from pydantic import ValidationError
 
@@ -111,6 +118,7 @@ def recall(
         "min_strength": min_strength,
         "limit": limit,
         "include_withered": include_withered,
+        "include_history": include_history,
     }
     try:
         query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
@@ -301,7 +309,7 @@ def _send(config: Config, signal: dict[str, Any]) -> dict[str, Any]:
 @memory.group(invoke_without_command=True)
 @click.option(
     "--state",
-    type=click.Choice(["pending", "accepted", "rejected"]),
+    type=click.Choice(["pending", "accepted", "rejected", "withered"]),
     help="Only seeds in this state.",
 )
 @json_option
@@ -367,6 +375,24 @@ def _review(decision: str) -> click.Command:
 
 seeds.add_command(_review("accepted"))
 seeds.add_command(_review("rejected"))
+
+
+@seeds.command()
+@click.argument("seed_id", metavar="ID")
+@click.option("--reviewer", help="Who undoes it (default: your login name).")
+@config_option
+def undo(seed_id: str, reviewer: str | None, config_path: Path | None) -> None:
+    """Undo the review of seed ID: it is pending again (within seeds.undo_hours).
+
+    \b
+    Example:
+      cambium memory seeds undo sd_0123456789abcdef01234567
+    """
+    seed = ingress(load(config_path)).undo_review(seed_id, reviewer or login_name())
+    if "signal_id" not in seed:
+        click.echo(seed.get("detail", "stored; not applied yet"))
+        return
+    click.echo(f"seed {seed_id} is {seed['state']} again")
 
 
 # -- substrate ---------------------------------------------------------------------------
