@@ -45,6 +45,7 @@ SEED_KEYS = {
     "state",
     "reviewed_at",
     "reviewed_by",
+    "withered_at",
     "created_at",
     "updated_at",
 }
