@@ -59,6 +59,13 @@ async def observe(bus: SignalBus, store: Store, subject: str, said: str, **field
     return mark
 
 
+def database_files(directory: Path) -> bytes:
+    """The bytes of the database and its -wal and -shm files."""
+    return b"".join(
+        p.read_bytes() for p in sorted(directory.iterdir()) if p.name.startswith("cambium.db")
+    )
+
+
 def only(store: Store, signal_id: str) -> str | None:
     return last_error(store, signal_id)
 
@@ -158,7 +165,7 @@ async def test_forget_needs_exactly_one_target_and_a_reason(store: Store) -> Non
             assert str(only(store, signal.id)).startswith(field), payload
 
 
-async def _forget_user_health(store: Store) -> tuple[list[Mark], str]:
+async def _forget_user_health(store: Store) -> str:
     """Two health marks (one corrected), one unrelated mark; then forget user.health."""
     async with bus_for(store) as bus:
         health = await observe(bus, store, "user.health.migraine", SECRET_TEXT)
@@ -179,7 +186,8 @@ async def _forget_user_health(store: Store) -> tuple[list[Mark], str]:
             emitted_at=T0 + timedelta(minutes=3),
         )
         assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
-    return [health, other], forget.id
+    assert other.observation == OTHER_TEXT
+    return forget.id
 
 
 @pytest.mark.asyncio
@@ -187,7 +195,7 @@ async def test_forget_erases_the_text_and_leaves_a_tombstone(
     store: Store, db_url: str, tmp_path: Path
 ) -> None:
     before = store.read_sync(lambda tx: len(tx.signals.listing(limit=1000)))
-    (health, other), forget_id = await _forget_user_health(store)
+    forget_id = await _forget_user_health(store)
 
     assert recalled(store, tmp_path, "user.health") == []
     history = recalled(store, tmp_path, "user.health", include_history=True)
@@ -247,9 +255,7 @@ async def test_forgotten_text_is_gone_from_the_sqlite_files(tmp_path: Path) -> N
     try:
         await _forget_user_health(store)
         # The receptor checkpointed and truncated the write-ahead log after the forget.
-        on_disk = b"".join(
-            p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("cambium.db")
-        )
+        on_disk = database_files(tmp_path)
     finally:
         store.close()
     assert SECRET_TEXT.encode() not in on_disk
