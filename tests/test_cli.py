@@ -112,6 +112,8 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "memory recall", "memory mark", "memory note", "memory consolidate",
         "memory seeds", "memory seeds accept", "memory seeds reject", "memory substrate",
         "signals", "signals show", "signals retry",
+        "memory correct", "memory retract", "memory forget", "memory tombstones",
+        "memory seeds undo", "export", "import",
     }  # fmt: skip
     for name, command in runnable:
         assert "config_path" in {p.name for p in command.params}, name
