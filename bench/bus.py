@@ -30,12 +30,13 @@ from pathlib import Path
 
 import anyio
 
-from bench.harness import Daemon, get_rate, observation, post_signals, scratch
+from bench.harness import get_rate, observation, post_signals, scratch, wait_drained
 from bench.report import Figure, Part, at_least, main_for, percentiles
 from daemon.bus import SignalBus
 from daemon.logs import configure_logging
 from daemon.store import Store
 from daemon.store.migrate import upgrade
+from daemon.testing import DaemonHome
 from receptors.observation import ObservationReceptor
 
 RAW_SECONDS = 2.0
@@ -144,10 +145,10 @@ async def in_process(path: Path, emitters: int, count: int) -> Throughput:
     return Throughput(count, seconds, latencies)
 
 
-def over_socket(daemon: Daemon, start: int, count: int, clients: int) -> Throughput:
+def over_socket(daemon: DaemonHome, start: int, count: int, clients: int) -> Throughput:
     started = time.perf_counter()
     latencies = post_signals(daemon.socket, start, count, clients)
-    daemon.wait_drained()
+    wait_drained(daemon.socket)
     return Throughput(count, time.perf_counter() - started, latencies)
 
 
@@ -161,7 +162,7 @@ def run() -> Part:
             emitters: anyio.run(in_process, root / f"bus-{emitters}.db", emitters, count)
             for emitters, count in IN_PROCESS.items()
         }
-        with Daemon(root / "daemon") as daemon:
+        with DaemonHome(root / "daemon") as daemon:
             noop = get_rate(daemon.socket, "/v1/health", 8, NOOP_SECONDS)
             bare = get_rate(daemon.socket, "/no-such-path", 8, NOOP_SECONDS, expect=404)
             remote, start = {}, 0

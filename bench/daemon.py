@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import time
 
-from bench.harness import Daemon, post_signals, scratch
+from bench.harness import post_signals, scratch, wait_drained
 from bench.report import Figure, Part, at_most, main_for
+from daemon.testing import DaemonHome
 
 SIGNALS = 100_000
 CLIENTS = 8
 
 
 def run() -> Part:
-    with scratch() as root, Daemon(root) as daemon:
+    with scratch() as root, DaemonHome(root) as daemon:
         time.sleep(1.0)
         idle = daemon.rss_mb()
         started = time.perf_counter()
         post_signals(daemon.socket, 0, SIGNALS, CLIENTS)
-        daemon.wait_drained()
+        wait_drained(daemon.socket)
         seconds = time.perf_counter() - started
         loaded = daemon.rss_mb()
     return Part(

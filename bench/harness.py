@@ -1,5 +1,6 @@
-"""What the benchmark parts share: a scratch directory on the repository's disk, the real
-daemon as a subprocess, a lean HTTP client for its Unix socket, and the load it is put under.
+"""What the benchmark parts share: a scratch directory on the repository's disk, a lean
+HTTP client for the daemon's Unix socket, and the load it is put under. The daemon itself is
+started with the tests' harness, :class:`daemon.testing.DaemonHome`.
 
 The scratch directory lives under ``bench/results`` (git-ignored), not in the system temp
 directory, which may be a RAM disk where fsync costs nothing and the figures would lie.
@@ -9,24 +10,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from bench.report import RESULTS
 
-CAMBIUM = str(Path(sys.executable).with_name("cambium"))
 SUBJECTS = 1_000
-READY_TIMEOUT = 30.0
 
 
 @contextmanager
@@ -91,88 +86,14 @@ class UnixHTTP:
         return json.loads(body)
 
 
-class Daemon:
-    """``cambium run`` on a private directory, with the default settings but for paths."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.socket = root / "run" / "cambium.sock"
-        self.substrate = root / "memory" / "long-term"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.startup_seconds = 0.0
-
-    def _configure(self) -> Path:
-        for directory in (self.substrate, self.root / "memory/daily", self.root / "memory/compost"):
-            directory.mkdir(parents=True, exist_ok=True)
-        (self.root / "run").mkdir(mode=0o700, exist_ok=True)
-        config = self.root / "cambium.toml"
-        config.write_text(
-            f'[store]\nurl = "sqlite:///{self.root / "cambium.db"}"\n'
-            '[ingress]\nsocket = "run/cambium.sock"\n'
-            '[paths]\nsubstrate = ["memory/long-term"]\n'
-            'daily = "memory/daily"\ncompost = "memory/compost"\n',
-            encoding="utf-8",
-        )
-        return config
-
-    def __enter__(self) -> Self:
-        config = self._configure()
-        with (self.root / "daemon.log").open("ab") as log:
-            started = time.perf_counter()
-            self.process = subprocess.Popen(
-                [CAMBIUM, "run", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
-            )
-        while not self._answers():
-            if self.process.poll() is not None or time.perf_counter() - started > READY_TIMEOUT:
-                self.__exit__(None, None, None)
-                raise RuntimeError(f"the daemon did not start; see {self.root / 'daemon.log'}")
-            time.sleep(0.005)
-        self.startup_seconds = time.perf_counter() - started
-        return self
-
-    def _answers(self) -> bool:
-        try:
-            client = UnixHTTP(self.socket)
-        except OSError:
-            return False
-        try:
-            return client.request("GET", "/v1/health")[0] == 200
-        except OSError:
-            return False
-        finally:
-            client.close()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
-
-    def rss_mb(self) -> float:
-        """Resident set size from /proc (Linux), in MiB."""
-        assert self.process is not None
-        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="ascii")
-        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
-        return int(kib) / 1024
-
-    def wait_drained(self, poll: float = 0.01) -> None:
-        """Until health shows no pending delivery."""
-        client = UnixHTTP(self.socket)
-        try:
-            while client.json("/v1/health")["deliveries"]["pending"]:
-                time.sleep(poll)
-        finally:
-            client.close()
+def wait_drained(socket: Path, poll: float = 0.01) -> None:
+    """Until the daemon's health shows no pending delivery."""
+    client = UnixHTTP(socket)
+    try:
+        while client.json("/v1/health")["deliveries"]["pending"]:
+            time.sleep(poll)
+    finally:
+        client.close()
 
 
 def post_signals(path: Path, start: int, count: int, clients: int) -> list[float]:

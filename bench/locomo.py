@@ -73,7 +73,7 @@ def questions(conversation: Path) -> list[Question]:
 
 def daily_search(daily: DailyLog, question: str) -> list[Line]:
     """The lines of the daily search's hits, best hit first."""
-    hits = daily.search(question, archived_since=None, limit=SEARCH_LIMIT)
+    hits = daily.search(question, since=None, limit=SEARCH_LIMIT)
     return [(hit.date, n) for hit in hits for n in range(hit.line_range[0], hit.line_range[1] + 1)]
 
 
@@ -122,7 +122,7 @@ def main() -> None:
     seconds: defaultdict[str, float] = defaultdict(float)
     for conversation in conversations:
         daily = DailyLog(conversation / "daily")
-        daily.search("warm up", archived_since=None, limit=1)  # reads and indexes the files
+        daily.search("warm up", since=None, limit=1)  # reads and indexes the files
         baseline = Baseline(daily)
         rankers: dict[str, Callable[[str], list[Line]]] = {
             "daily_search": partial(daily_search, daily),

@@ -15,8 +15,9 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.harness import Daemon, UnixHTTP, scratch
+from bench.harness import UnixHTTP, scratch
 from bench.report import Figure, Part, at_most, main_for
+from daemon.testing import DaemonHome
 
 EDITS = 20
 POLL = 0.005
@@ -31,7 +32,7 @@ def visible(client: UnixHTTP, word: str, file: Path) -> bool:
     return any(hit["file"] == str(file) for hit in json.loads(body)["substrate"])
 
 
-def edit_latencies(daemon: Daemon) -> list[float]:
+def edit_latencies(daemon: DaemonHome) -> list[float]:
     file = daemon.substrate / "lessons.md"
     for n in range(10):  # the rest of the substrate, so the search is not trivial
         (daemon.substrate / f"other-{n}.md").write_text(f"# Other {n}\n\nNothing new here.\n")
@@ -54,7 +55,7 @@ def edit_latencies(daemon: Daemon) -> list[float]:
 
 
 def run() -> Part:
-    with scratch() as root, Daemon(root) as daemon:
+    with scratch() as root, DaemonHome(root) as daemon:
         latencies = edit_latencies(daemon)
     median_ms = statistics.median(latencies) * 1000
     return Part(

@@ -257,7 +257,7 @@ def _resolve(config: Config, base: Path, source: Path | None) -> Config:
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         url = f"sqlite:///{absolute(Path(url.removeprefix('sqlite:///')))}"
     socket = config.ingress.socket if config.ingress.socket != Path() else None
-    return config.model_copy(
+    resolved = config.model_copy(
         update={
             "source": source,
             "store": StoreConfig(url=url),
@@ -277,3 +277,25 @@ def _resolve(config: Config, base: Path, source: Path | None) -> Config:
             "rhythms": RhythmsConfig(templates=[absolute(p) for p in config.rhythms.templates]),
         }
     )
+    _check_no_overlap(resolved.paths)
+    return resolved
+
+
+def _check_no_overlap(paths: PathsConfig) -> None:
+    """The daemon writes the daily directory and must never write, move or delete a
+    substrate file; the compost is read as agents' records, not the user's own files. So
+    neither may be, contain or lie inside a substrate entry (compared after resolving
+    symlinks, which could otherwise disguise the same directory)."""
+    problems = []
+    for key, directory in (("paths.daily", paths.daily), ("paths.compost", paths.compost)):
+        mine = Path(os.path.realpath(directory))
+        for index, entry in enumerate(paths.substrate):
+            theirs = Path(os.path.realpath(entry))
+            if mine == theirs or theirs.is_relative_to(mine) or mine.is_relative_to(theirs):
+                problems.append(
+                    f"{key} ({directory}) and paths.substrate[{index}] ({entry}) overlap: "
+                    "the daily and compost directories must not be, contain or lie inside "
+                    "a substrate entry"
+                )
+    if problems:
+        raise ConfigError("; ".join(problems))

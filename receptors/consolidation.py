@@ -1,21 +1,30 @@
 """``memory.consolidate`` → the day's log becomes marks, the file is archived, and marks
 that have faded wither.
 
-Every step can be repeated after a crash without duplicating anything: mark ids are derived
-from the day, the lines and the subject; archiving is itself resumable (see
-:meth:`DailyLog.archive`); the wither sweep is idempotent. Evidence line numbers are the
-lines' final positions in the archive (offset by what the archive already held), so a
-mark's evidence always points at an existing line.
+The payload names one ``date`` (default: yesterday in the configured zone), or ``through``
+a date: every day up to it that still has a live file or an unmerged claim. The nightly
+rhythm sends ``through: yesterday``, so late lines for a day archived earlier, which start
+a new live file, are consolidated by the next night's run.
+
+Each day is claimed first (see :meth:`DailyLog.claim`): the marks come from exactly the
+lines claimed, and a line appended meanwhile waits in the next live file, never archived
+unread. Every step can be repeated after a crash without duplicating anything: a claim left
+behind is found again with the same lines at the same positions; mark ids are derived from
+the day, the lines and the subject; merging is resumable; the wither sweep is idempotent.
+Evidence line numbers are the lines' final positions in the archive (offset by what the
+archive already held), so a mark's evidence always points at an existing line.
 """
 
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 import anyio.to_thread
 import structlog
+from pydantic import model_validator
 
 from daemon.bus import DeliveryContext, Receptor
 from daemon.core.records import Mark, derived_id
@@ -23,6 +32,7 @@ from daemon.core.signal import Signal
 from daemon.core.strength import withers
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
+from daemon.files.fs import RefusedFile
 from daemon.store import Store, Tx
 from receptors.common import Day, Payload, parse_payload
 from receptors.extractors import Extraction, Extractor
@@ -32,6 +42,13 @@ log = structlog.get_logger("cambium.consolidation")
 
 class Consolidate(Payload):
     date: Day | None = None
+    through: Day | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_name_days(self) -> Consolidate:
+        if self.date is not None and self.through is not None:
+            raise ValueError("give date (one day) or through (every day up to it), not both")
+        return self
 
 
 def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
@@ -60,22 +77,43 @@ class ConsolidationReceptor(Receptor):
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         payload = parse_payload(Consolidate, signal.payload)
-        day = payload.date or default_day(signal.emitted_at, self.zone)
-        lines = await anyio.to_thread.run_sync(self.daily.read, day)
-        if lines is not None:
-            offset = await anyio.to_thread.run_sync(self.daily.archived_line_count, day)
-            extractions = await self.extractor.extract(day, lines)
-            marks = [m for e in extractions if (m := self._mark(signal, day, offset, e))]
-            # Durable before the file moves: the marks are the day's memory from now on.
-            await self.store.write(lambda tx: tx.marks.insert(marks))
-            log.info("consolidated", day=day.isoformat(), lines=len(lines), marks=len(marks))
-        # Also when the live file is gone: this finishes an archive a crash interrupted.
-        await anyio.to_thread.run_sync(self.daily.archive, day)
+        if payload.through is not None:
+            days = await anyio.to_thread.run_sync(self.daily.unconsolidated_days, payload.through)
+        else:
+            days = [payload.date or default_day(signal.emitted_at, self.zone)]
+        refused: list[RefusedFile] = []
+        for day in days:
+            try:
+                await self._consolidate(signal, day)
+            except RefusedFile as exc:
+                if len(days) == 1:
+                    raise
+                # One planted symlink must not stop every other day's consolidation; the
+                # delivery still fails below, so the refusal stays visible.
+                log.error("day not consolidated", day=day.isoformat(), error=str(exc))
+                refused.append(exc)
+        if refused:
+            raise RefusedFile(0, f"{len(refused)} day(s) refused; first: {refused[0]}")
         withered = await delivery.commit(
             lambda tx: wither_sweep(tx, signal.workspace_id, delivery.now())
         )
         if withered:
             log.info("withered", marks=len(withered))
+
+    async def _consolidate(self, signal: Signal, day: date) -> None:
+        """Claim, extract, store the marks, merge; once more if the first claim was one an
+        interrupted run left (the live file may have grown since). A leftover claim is
+        always extracted again before it is merged: the crash may have come before its
+        marks were stored (their ids make a repeat harmless)."""
+        while (claim := await anyio.to_thread.run_sync(self.daily.claim, day)) is not None:
+            extractions = await self.extractor.extract(day, claim.lines)
+            marks = [m for e in extractions if (m := self._mark(signal, day, claim.offset, e))]
+            # Durable before the lines move: the marks are the day's memory from now on.
+            await self.store.write(partial(_insert_marks, marks))
+            log.info("consolidated", day=day.isoformat(), lines=len(claim.lines), marks=len(marks))
+            await anyio.to_thread.run_sync(self.daily.merge, day)
+            if not claim.leftover:
+                return
 
     def _mark(self, signal: Signal, day: date, offset: int, found: Extraction) -> Mark | None:
         subject = normalize_subject(found.subject)
@@ -105,6 +143,10 @@ class ConsolidationReceptor(Receptor):
             affinity=found.affinity,
             substrate_refs=found.substrate_refs,
         )
+
+
+def _insert_marks(marks: list[Mark], tx: Tx) -> None:
+    tx.marks.insert(marks)
 
 
 def wither_sweep(tx: Tx, workspace: str, now: datetime) -> list[str]:

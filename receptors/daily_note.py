@@ -2,13 +2,15 @@
 configured time zone, as seen when the signal was emitted).
 
 An append and the bus's done-mark cannot share a transaction, so the receptor first saves a
-checkpoint (how many lines the file had); a redelivery that finds its line already after
-that point does not append it again.
+checkpoint: the day's position (how many lines it holds, archived, claimed by a
+consolidation and live). A redelivery that finds its line after that point, wherever the
+line has moved meanwhile, does not append it again; the look and the append are one step
+under the daily log's lock.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from functools import partial
 from typing import Annotated, ClassVar
 from zoneinfo import ZoneInfo
 
@@ -27,6 +29,10 @@ def _one_line(value: str) -> str:
     return value
 
 
+# The checkpoint's key: the day's position before the first attempt.
+CHECKPOINT = "day_position"
+
+
 class DailyNote(Payload):
     text: Annotated[Text, AfterValidator(_one_line)]
     date: Day | None = None
@@ -43,21 +49,13 @@ class DailyNoteReceptor(Receptor):
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         payload = parse_payload(DailyNote, signal.payload)
         day = payload.date or signal.emitted_at.astimezone(self.zone).date()
-        if delivery.checkpoint is None:
-            before = await anyio.to_thread.run_sync(self._line_count, day)
-            await delivery.save_checkpoint({"lines_before": before})
-        elif await anyio.to_thread.run_sync(
-            self._already_appended, day, payload.text, int(delivery.checkpoint["lines_before"])
-        ):
-            return
-        await anyio.to_thread.run_sync(self.daily.append, day, payload.text)
-
-    def _line_count(self, day: date) -> int:
-        return len(self.daily.read(day) or ())
-
-    def _already_appended(self, day: date, text: str, lines_before: int) -> bool:
-        live = self.daily.read(day)
-        if live is not None:
-            return text in live[lines_before:]
-        # The live file was archived since the interrupted attempt: look there.
-        return text in (self.daily.read(day, archived=True) or ())
+        checkpoint = delivery.checkpoint or {}
+        if CHECKPOINT in checkpoint:
+            after: int | None = int(checkpoint[CHECKPOINT])
+        else:
+            after = None
+            position = await anyio.to_thread.run_sync(self.daily.position, day)
+            await delivery.save_checkpoint({CHECKPOINT: position})
+        await anyio.to_thread.run_sync(
+            partial(self.daily.append, day, payload.text, unless_after=after)
+        )

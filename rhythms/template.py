@@ -6,13 +6,13 @@ A template looks like this (the bundled ``templates/consolidation.yaml``)::
     name: consolidation          # lowercase: ^[a-z][a-z0-9_.-]*$
     period: daily                # daily | weekly | cron
     phase: "03:00"               # when in the period; see below
-    timezone: Europe/Berlin      # IANA zone; default: the config's timezone
+    # timezone: Europe/Berlin    # IANA zone; default (and the bundled rhythm's): the config's
     signal:
       type: memory.consolidate
       class: lifecycle           # default knowledge
       intensity: 1.0             # default 0.7
       decay_rate: 0              # seconds; default 14 days
-      payload: {date: "{{yesterday}}"}
+      payload: {through: "{{yesterday}}"}
     catchup: fire_once           # fire_once (default) | skip
 
 ``phase`` carries the whole "when", whatever the period:
@@ -220,7 +220,8 @@ def load_template(path: Path, default_timezone: str) -> RhythmTemplate:
 
 
 def bundled_templates(default_timezone: str) -> list[RhythmTemplate]:
-    """The templates shipped in ``rhythms/templates``, in file name order."""
+    """The templates shipped in ``rhythms/templates``, in file name order. They name no time
+    zone of their own: ``default_timezone`` (the config's) is theirs."""
     return [load_template(path, default_timezone) for path in sorted(TEMPLATES_DIR.glob("*.yaml"))]
 
 

@@ -34,6 +34,11 @@ OBSERVATION = {
         "evidence": {"note": "said so"},
     },
 }
+PLANT = {
+    "type": "memory.seed_planted",
+    "source_id": "agent",
+    "payload": {"subject": "user.food", "proposed_change": "x", "target_file": "a.md"},
+}
 
 
 @asynccontextmanager
@@ -102,21 +107,17 @@ async def test_a_seed_is_reviewed_once_and_only_in_its_workspace(
     store: Store, tmp_path: Path
 ) -> None:
     async with serving(store, tmp_path) as api:
-        plant = {
-            "type": "memory.seed_planted",
-            "source_id": "agent",
-            "payload": {"subject": "user.food", "proposed_change": "x", "target_file": "a.md"},
-        }
         elsewhere = await api.post(
-            "/v1/signals", json=plant | {"workspace_id": "other"}, params={"wait": 5}
+            "/v1/signals", json=PLANT | {"workspace_id": "other"}, params={"wait": 5}
         )
         assert elsewhere.json()["deliveries"] == {"seeds": "delivered"}
-        await api.post("/v1/signals", json=plant | {"idempotency_key": "p1"}, params={"wait": 5})
+        await api.post("/v1/signals", json=PLANT | {"idempotency_key": "p1"}, params={"wait": 5})
         [ours] = (await api.get("/v1/seeds")).json()
+        [theirs] = store.read_sync(lambda tx: tx.seeds.listing("other"))
         review = {"decision": "accepted", "reviewer": "ada"}
         # The other workspace's seed is not there for this daemon's reviewers.
-        other_seed = {s["id"] for s in (await api.get("/v1/seeds")).json()} ^ {ours["id"]}
-        assert other_seed == set()
+        assert (await api.post(f"/v1/seeds/{theirs.id}/review", json=review)).status_code == 404
+        assert store.read_sync(lambda tx: tx.seeds.get(theirs.id, "other")).state == "pending"
         accepted = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
         assert accepted.status_code == 200 and accepted.json()["state"] == "accepted"
         again = await api.post(f"/v1/seeds/{ours['id']}/review", json=review)
@@ -195,13 +196,8 @@ async def test_hostile_values_are_422_on_every_store(store: Store, tmp_path: Pat
 async def test_concurrent_reviews_of_one_seed_leave_no_dead_delivery(
     store: Store, tmp_path: Path
 ) -> None:
-    plant = {
-        "type": "memory.seed_planted",
-        "source_id": "agent",
-        "payload": {"subject": "user.food", "proposed_change": "x", "target_file": "a.md"},
-    }
     async with serving(store, tmp_path) as api:
-        await api.post("/v1/signals", json=plant, params={"wait": 5})
+        await api.post("/v1/signals", json=PLANT, params={"wait": 5})
         [seed] = (await api.get("/v1/seeds")).json()
         reviews = [
             api.post(f"/v1/seeds/{seed['id']}/review", json={"decision": d, "reviewer": r})

@@ -34,14 +34,26 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.services": SERVICES,
     "receptors": SERVICES | {"receptors"},
     "rhythms": STORE | {"rhythms"},
-    "daemon.api": SERVICES | {"daemon", "daemon.api"},
+    "daemon.api": SERVICES | {"daemon", "daemon.api", "daemon.loom.routes"},
+    "daemon.loom": SERVICES | {"daemon", "daemon.loom", "daemon.api.deps", "daemon.api.server"},
     "daemon.process": SERVICES
     | {"daemon", "daemon.api", "daemon.process", "daemon.logs", "daemon.sdnotify"}
     | {"receptors", "rhythms"},
     "daemon.cli": SERVICES
     | {"daemon", "daemon.cli", "daemon.process", "daemon.api.server", "daemon.logs"}
+    | {"daemon.loom.door", "daemon.client", "daemon.mcp_server", "daemon.service_files"}
     | {"rhythms"},
+    # The public client: what it sends is checked with the core's rules; config finds the
+    # socket. Nothing of the daemon's inside.
+    "daemon.client": CORE | {"daemon.client", "daemon.config"},
+    # The MCP server reaches the daemon through the client only; its tools' input schemas
+    # are the receptors' payload contracts.
+    "daemon.mcp_server": CORE
+    | {"daemon", "daemon.client", "daemon.services.context", "daemon.services.recall"}
+    | {"receptors.daily_note", "receptors.observation", "receptors.seeds"},
+    "daemon.service_files": set(),
     "daemon.logs": set(),
+    "daemon.testing": set(),  # the daemon as a subprocess: nothing of ours imported
     "daemon.sdnotify": set(),
     "daemon": set(),  # the package's own __init__: the version, and nothing else
 }

@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 import pytest
-from daemon_process import DaemonHome, running
 
 from daemon.cli.main import cli
+from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 
@@ -114,9 +114,14 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "signals", "signals show", "signals retry",
         "memory correct", "memory retract", "memory forget", "memory tombstones",
         "memory seeds undo", "export", "import",
+        "loom",
+        "mcp", "init", "service install", "service uninstall",
     }  # fmt: skip
+    # init makes a config (in DIR), and uninstall removes a file whatever config made it.
+    no_config = {"init", "service uninstall"}
     for name, command in runnable:
-        assert "config_path" in {p.name for p in command.params}, name
+        takes_config = "config_path" in {p.name for p in command.params}
+        assert takes_config == (name not in no_config), name
         assert "Example" in (command.help or ""), name
 
 
@@ -143,13 +148,29 @@ def test_bad_input_exits_2_with_a_message_even_with_the_daemon_down(home: Daemon
 
 
 def test_read_commands_without_a_database_say_how_to_get_one(home: DaemonHome) -> None:
-    for args in (["memory", "recall", "user"], ["memory", "seeds"], ["signals"]):
+    for args in (["memory", "seeds"], ["signals"]):
         message = fails(home, 1, *args)
         assert "no database at" in message and "run `cambium db upgrade`" in message
     assert not (home.root / "cambium.db").exists(), "reading creates no database"
     assert "database at revision" in ok(home, "db", "upgrade")
     assert ok(home, "signals") == "no signals\n"
     assert as_json(home, "memory", "seeds") == []
+
+
+def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
+    home: DaemonHome,
+) -> None:
+    """Issue 11, finding 15: both failed with "no database" though the files were there."""
+    (home.root / "memory/long-term/food.md").write_text("# Food\nLentil soup on Fridays.\n")
+    (home.root / "memory/daily/2026-11-30.md").write_text("lentil soup for lunch\n")
+    answer = as_json(home, "memory", "recall", "lentil", "--horizon", "all")
+    assert answer["marks"] == []
+    assert [hit["date"] for hit in answer["daily"]] == ["2026-11-30"]
+    assert [Path(hit["file"]).name for hit in answer["substrate"]] == ["food.md"]
+    assert "lentil soup for lunch" in ok(home, "memory", "recall", "lentil", "--horizon", "all")
+    listed = as_json(home, "memory", "substrate")
+    assert [Path(f["path"]).name for f in listed["files"]] == ["food.md"]
+    assert not (home.root / "cambium.db").exists(), "reading creates no database"
 
 
 def test_json_outputs_and_how_strength_is_explained(home: DaemonHome) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_process import DaemonHome, running
+
+from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 

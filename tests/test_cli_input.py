@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from daemon_process import DaemonHome
+
+from daemon.testing import DaemonHome
 
 pytestmark = pytest.mark.subprocess  # runs the real `cambium` command
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +166,27 @@ def test_changed_and_deleted_files_are_seen(directory: Path) -> None:
 
 def test_a_missing_directory_has_no_learnings(tmp_path: Path) -> None:
     assert Compost(tmp_path / "nowhere").search("anything", 10) == []
+
+
+def test_a_deeply_nested_file_and_a_fifo_are_skipped_with_one_warning_each(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11, findings 10 and 11: a FIFO hung every recall; a 100,000-deep JSON file
+    (RecursionError) failed every recall."""
+    recorder = Recorder()
+    monkeypatch.setattr(compost_module, "log", recorder)
+    write(directory, "good.json", record(template_improvements=["Batch errands by area"]))
+    write(directory, "deep.json", "[" * 100_000 + "]" * 100_000)
+    os.mkfifo(directory / "pipe.json")
+    compost = Compost(directory)
+    found: list[list[CompostHit]] = []
+    searching = threading.Thread(target=lambda: found.append(compost.search("errands", 10)))
+    searching.start()
+    searching.join(30)  # a bound on a hang, not a timing check
+    assert not searching.is_alive(), "the FIFO blocked the search"
+    assert found == [[CompostHit("tpl-morning-brief", "Batch errands by area", 1)]]
+    compost.search("errands", 10)
+    assert sorted(Path(fields["path"]).name for _, fields in recorder.events) == [
+        "deep.json",
+        "pipe.json",
+    ]

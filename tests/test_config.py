@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
+from daemon.testing import CAMBIUM
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,6 +122,54 @@ def test_the_readme_config_reference_is_a_valid_config(tmp_path: Path) -> None:
     assert config.workspace == "default"
     assert config.bus.max_attempts == 5 and config.ingress.tcp is None
     assert config.paths.daily == tmp_path / "memory" / "daily"
+
+
+@pytest.mark.parametrize(
+    ("paths", "keys"),
+    [
+        ({"daily": "memory/long-term"}, ["paths.daily", "paths.substrate[0]"]),
+        ({"daily": "memory/long-term/daily"}, ["paths.daily", "paths.substrate[0]"]),
+        ({"daily": "memory"}, ["paths.daily", "paths.substrate[0]"]),
+        ({"daily": "."}, ["paths.daily", "paths.substrate[1]"]),  # contains SOUL.md
+        ({"compost": "memory/long-term/compost"}, ["paths.compost", "paths.substrate[0]"]),
+        ({"daily": "linked/daily"}, ["paths.daily", "paths.substrate[0]"]),  # via a symlink
+    ],
+)
+def test_daily_or_compost_overlapping_the_substrate_is_refused_naming_the_keys(
+    tmp_path: Path, paths: dict[str, str], keys: list[str]
+) -> None:
+    """Issue 11, finding 6: consolidation moved the user's files, notes landed inside the
+    substrate."""
+    (tmp_path / "memory" / "long-term").mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(tmp_path / "memory" / "long-term")
+    raw = {"paths": {"substrate": ["memory/long-term", "SOUL.md"], **paths}}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, source=tmp_path / "cambium.toml")
+    for key in keys:
+        assert key in str(exc.value)
+    assert "must not be, contain or lie inside" in str(exc.value)
+
+
+@pytest.mark.subprocess
+def test_cambium_run_refuses_an_overlapping_daily_directory_with_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "cambium.toml"
+    config.write_text(
+        f"""
+[store]
+url = "sqlite:///{tmp_path / "cambium.db"}"
+[ingress]
+socket = "{tmp_path / "run" / "cambium.sock"}"
+[paths]
+substrate = ["memory"]
+daily = "memory/daily"
+"""
+    )
+    result = subprocess.run(
+        [CAMBIUM, "run", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "paths.daily" in result.stderr and "paths.substrate[0]" in result.stderr
+    assert not (tmp_path / "cambium.db").exists(), "refused before anything is touched"
 
 
 def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:

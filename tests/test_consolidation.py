@@ -35,17 +35,17 @@ LOG = [
 
 
 class FailingArchive(DailyLog):
-    """Fails to archive the first ``failures`` times: a crash after marks, before archive."""
+    """Fails to merge the first ``failures`` times: a crash after marks, before archive."""
 
     def __init__(self, directory: Path, failures: int) -> None:
         super().__init__(directory)
         self.failures = failures
 
-    def archive(self, day: date) -> None:
-        if self.failures:
+    def merge(self, day: date) -> None:
+        if self.failures and self.read(day, archived=True) is None:
             self.failures -= 1
             raise OSError("disk hiccup while archiving")
-        super().archive(day)
+        super().merge(day)
 
 
 def clock() -> datetime:
@@ -197,3 +197,107 @@ async def test_a_bad_date_is_dead_and_touches_nothing(
     assert error is not None and error.startswith("payload.date:")
     assert all_marks(store) == []
     assert daily.read(DAY) == LOG
+
+
+class AppendingExtractor(MockExtractor):
+    """Extracts while a note for the same day arrives: the race of issue 11, finding 2,
+    made deterministic."""
+
+    def __init__(self, daily: DailyLog, line: str) -> None:
+        self.daily = daily
+        self.line = line
+        self.appended = False
+
+    async def extract(self, day: date, lines: list[str]) -> list[Any]:
+        if not self.appended:
+            self.appended = True
+            self.daily.append(day, self.line)
+        return await super().extract(day, lines)
+
+
+@pytest.mark.asyncio
+async def test_a_line_appended_during_a_consolidation_is_not_archived_unread(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = DailyLog(tmp_path / "daily")
+    write_day(tmp_path / "daily", DAY, LOG)
+    late = "OBS subject=user.food.soup lentil soup, noted while consolidating"
+    extractor = AppendingExtractor(daily, late)
+    consolidation = ConsolidationReceptor(store, daily, extractor, zone=BERLIN)
+    async with SignalBus(store, [consolidation], clock=clock) as bus:
+        await emit_and_settle(bus, consolidate({"date": "2026-04-11"}))
+        assert daily.read(DAY) == [late], "the late line waits in the next live file"
+        assert daily.read(DAY, archived=True) == LOG
+        await emit_and_settle(bus, consolidate({"date": "2026-04-11"}))
+    soup = [m for m in all_marks(store) if m.subject == "user.food.soup"]
+    assert [m.evidence["line_range"] for m in soup] == [[7, 7]]
+    assert len(all_marks(store)) == 4
+    assert daily.read(DAY, archived=True) == [*LOG, late]
+
+
+@pytest.mark.asyncio
+async def test_through_consolidates_every_live_day_up_to_it_including_late_lines(
+    store: Store, tmp_path: Path
+) -> None:
+    """The nightly payload (issue 11, finding 7): late lines for a day archived earlier
+    start a new live file, and the next night's run consolidates them."""
+    daily = DailyLog(tmp_path / "daily")
+    write_day(tmp_path / "daily", DAY, LOG)
+    async with SignalBus(store, [receptor(store, daily)], clock=clock) as bus:
+        await emit_and_settle(bus, consolidate({"date": "2026-04-11"}))
+        daily.append(DAY, "OBS subject=user.late a late line for an archived day")
+        daily.append(DAY + timedelta(days=1), "OBS subject=user.next the next day")
+        daily.append(DAY + timedelta(days=2), "OBS subject=user.today not over yet")
+        signal = consolidate({"through": "2026-04-12"})
+        assert await emit_and_settle(bus, signal) == {"consolidation": "delivered"}
+    subjects = sorted(m.subject for m in all_marks(store))
+    assert "user.late" in subjects and "user.next" in subjects
+    assert "user.today" not in subjects
+    assert daily.days(archived=False) == [DAY + timedelta(days=2)]
+
+
+@pytest.mark.asyncio
+async def test_date_and_through_together_are_refused(store: Store, tmp_path: Path) -> None:
+    daily = DailyLog(tmp_path / "daily")
+    async with SignalBus(store, [receptor(store, daily)], retry=FAST_RETRY) as bus:
+        signal = consolidate({"date": "2026-04-11", "through": "2026-04-11"})
+        assert await emit_and_settle(bus, signal) == {"consolidation": "dead"}
+    error = last_error(store, signal.id)
+    assert error is not None and "not both" in error
+
+
+@pytest.mark.asyncio
+async def test_a_claim_left_by_a_crash_is_consolidated_again_without_duplicates(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = DailyLog(tmp_path / "daily")
+    write_day(tmp_path / "daily", DAY, LOG)
+    claim = daily.claim(DAY)  # the crash came right after the claim
+    assert claim is not None and claim.lines == LOG
+    daily.append(DAY, "OBS subject=user.after a line after the claim")
+    async with SignalBus(store, [receptor(store, daily)], clock=clock) as bus:
+        await emit_and_settle(bus, consolidate({"date": "2026-04-11"}))
+        await emit_and_settle(bus, consolidate({"date": "2026-04-11"}))
+    assert len(all_marks(store)) == 4
+    assert daily.read(DAY, archived=True) == [*LOG, "OBS subject=user.after a line after the claim"]
+    assert daily.read(DAY) is None
+
+
+@pytest.mark.asyncio
+async def test_a_refused_day_does_not_stop_the_sweep_but_fails_visibly(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = DailyLog(tmp_path / "daily")
+    outside = tmp_path / "SOUL.md"
+    outside.write_text("# Soul\n")
+    (tmp_path / "daily").mkdir()
+    (tmp_path / "daily" / "archive").mkdir()
+    (tmp_path / "daily" / "archive" / ".2026-04-09.md.incoming").symlink_to(outside)
+    write_day(tmp_path / "daily", DAY, LOG)
+    async with SignalBus(store, [receptor(store, daily)], retry=FAST_RETRY, clock=clock) as bus:
+        signal = consolidate({"through": "2026-04-11"})
+        assert await emit_and_settle(bus, signal) == {"consolidation": "dead"}
+    assert len(all_marks(store)) == 3, "the other day was consolidated"
+    error = last_error(store, signal.id)
+    assert error is not None and "refused" in error
+    assert outside.read_text() == "# Soul\n"

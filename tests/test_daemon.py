@@ -16,10 +16,10 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from daemon_process import DaemonHome, running
 from sqlalchemy import create_engine, insert, select
 
 from daemon.store.tables import RhythmStateTable, SignalTable
+from daemon.testing import DaemonHome, running
 from rhythms.template import bundled_templates, latest_slot
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
@@ -113,7 +113,9 @@ def test_bad_requests_get_field_errors_and_the_daemon_keeps_serving(home: Daemon
         assert response.status_code == 422 and "horizon" in response.text
         response = home.get("/v1/recall", limit="many")
         assert response.status_code == 422
-        assert {e["field"] for e in response.json()["errors"]} == {"about", "limit"}
+        assert {e["field"] for e in response.json()["errors"]} == {"limit"}, (
+            "about may be left out: it means everything"
+        )
         response = home.post("/v1/seeds/nope/review", {"decision": "maybe"})
         assert response.status_code == 422
         assert {e["field"] for e in response.json()["errors"]} == {"decision", "reviewer"}
@@ -180,7 +182,11 @@ def test_a_stale_socket_is_replaced_and_a_live_one_is_not_stolen(
     stale.close()
     with running(home):
         assert home.get("/v1/health").status_code == 200
-        second = home.cli("run", "--config", str(home.config))
+        # Another store, the same socket: the socket is what refuses it.
+        other = DaemonHome(tmp_path / "other", db_url=f"sqlite:///{tmp_path / 'other.db'}")
+        config = other.config.read_text().replace("run/cambium.sock", str(home.socket))
+        other.config.write_text(config)
+        second = other.cli("run", "--config", str(other.config))
         assert second.returncode == 1
         assert "another daemon is already listening" in second.stderr
         assert home.get("/v1/health").status_code == 200, "the first daemon still serves"
@@ -242,7 +248,7 @@ def test_a_daemon_down_over_the_nightly_slot_fires_it_once_at_start(home: Daemon
     key, payload = fired()[0]
     assert key == f"rhythm:consolidation:{slot.isoformat().replace('+00:00', 'Z')}"
     berlin_day = slot.astimezone(ZoneInfo("Europe/Berlin")).date()
-    assert payload == {"date": (berlin_day - timedelta(days=1)).isoformat()}
+    assert payload == {"through": (berlin_day - timedelta(days=1)).isoformat()}
     next_fire = datetime.fromisoformat(health["rhythms"]["consolidation"].replace("Z", "+00:00"))
     assert next_fire.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") == "03:00"
     with running(home):

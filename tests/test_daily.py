@@ -124,7 +124,7 @@ def test_archive_moves_the_day_into_the_archive(directory: Path, daily: DailyLog
     assert not (directory / "2026-04-11.md").exists()
     assert (directory / "archive" / "2026-04-11.md").read_text() == "Yesterday content.\n"
     assert daily.read(DAY, archived=True) == ["Yesterday content."]
-    assert daily.archived_line_count(DAY) == 1
+    assert daily.position(DAY) == 1
     assert leftovers(directory) == []
 
 
@@ -133,7 +133,7 @@ def test_archive_into_an_archived_day_appends_and_loses_no_line(
 ) -> None:
     write(directory / "archive" / "2026-04-11.md", "first\nsecond without newline")
     write(directory / "2026-04-11.md", "third\nfourth")
-    assert daily.archived_line_count(DAY) == 2
+    assert daily.position(DAY) == 4  # archived and live lines, seen whole
     daily.archive(DAY)
     assert daily.read(DAY, archived=True) == ["first", "second without newline", "third", "fourth"]
     assert daily.read(DAY) is None
@@ -219,7 +219,7 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
         finally:
             crash_at(0)
         # Each line is still live or (on its way into the) archive, exactly once ...
-        assert daily.archived_line_count(DAY) + len(daily.read(DAY) or []) == len(expected)
+        assert daily.position(DAY) == len(expected)
         # ... and after a retry (or two), each is in the archive once.
         daily.archive(DAY)
         daily.archive(DAY)
@@ -268,7 +268,7 @@ def test_a_day_appended_to_after_an_interrupted_archive_keeps_its_order(
         daily.archive(DAY)
     crash_at(0)
     daily.append(DAY, "late note")
-    assert daily.archived_line_count(DAY) == 5  # the interrupted lines count as archived
+    assert daily.position(DAY) == 6  # the interrupted lines are still there, before it
     daily.archive(DAY)
     assert daily.read(DAY, archived=True) == [*ALL_LINES, "late note"]
 
@@ -330,7 +330,7 @@ def test_adjacent_matching_lines_merge_into_one_hit(directory: Path, daily: Dail
         "Deep work.\n"
         "Bought more vegetables.\n",
     )
-    hits = daily.search("user.food.vegetables", archived_since=None, limit=10)
+    hits = daily.search("user.food.vegetables", since=None, limit=10)
     assert sorted(hits, key=lambda hit: hit.line_range) == [
         DailyHit(
             "2026-04-11",
@@ -343,9 +343,9 @@ def test_adjacent_matching_lines_merge_into_one_hit(directory: Path, daily: Dail
 
 def test_search_matches_whole_stemmed_words_only(directory: Path, daily: DailyLog) -> None:
     write(directory / "2026-04-11.md", "Sleepover at Anna's.\nx\nWent to sleep at 23:00.\n")
-    hits = daily.search("sleeping", archived_since=None, limit=10)
+    hits = daily.search("sleeping", since=None, limit=10)
     assert [hit.line_range for hit in hits] == [(3, 3)]
-    assert daily.search("the", archived_since=None, limit=10) == []
+    assert daily.search("the", since=None, limit=10) == []
 
 
 def test_search_ranks_hits_and_is_bounded_by_the_limit(directory: Path, daily: DailyLog) -> None:
@@ -361,11 +361,11 @@ def test_search_ranks_hits_and_is_bounded_by_the_limit(directory: Path, daily: D
         )
         + "\n",
     )
-    hits = daily.search("espresso coffee", archived_since=None, limit=10)
+    hits = daily.search("espresso coffee", since=None, limit=10)
     assert hits[0].excerpt == "espresso and coffee"
     assert len(hits) == 4
-    assert len(daily.search("espresso coffee", archived_since=None, limit=2)) == 2
-    assert daily.search("espresso coffee", archived_since=None, limit=0) == []
+    assert len(daily.search("espresso coffee", since=None, limit=2)) == 2
+    assert daily.search("espresso coffee", since=None, limit=0) == []
 
 
 def test_search_covers_live_files_and_archives_within_the_horizon(
@@ -376,7 +376,7 @@ def test_search_covers_live_files_and_archives_within_the_horizon(
     write(directory / "archive" / "2026-03-01.md", "lunch with Carl\n")
 
     def dates(since: date | None) -> set[str]:
-        return {hit.date for hit in daily.search("lunch", archived_since=since, limit=10)}
+        return {hit.date for hit in daily.search("lunch", since=since, limit=10)}
 
     assert dates(None) == {"2026-04-11", "2026-04-05", "2026-03-01"}
     assert dates(date(2026, 4, 5)) == {"2026-04-11", "2026-04-05"}
@@ -385,18 +385,18 @@ def test_search_covers_live_files_and_archives_within_the_horizon(
 
 def test_search_sees_appends_archives_and_edits(directory: Path, daily: DailyLog) -> None:
     daily.append(DAY, "planned the garden")
-    assert len(daily.search("garden", archived_since=None, limit=10)) == 1
+    assert len(daily.search("garden", since=None, limit=10)) == 1
     daily.append(DAY, "x")
     daily.append(DAY, "watered the garden")
-    assert [h.line_range for h in daily.search("garden", archived_since=None, limit=10)] == [
+    assert [h.line_range for h in daily.search("garden", since=None, limit=10)] == [
         (1, 1),
         (3, 3),
     ]
     daily.archive(DAY)
-    assert len(daily.search("garden", archived_since=DAY, limit=10)) == 2
-    assert daily.search("garden", archived_since=DAY + timedelta(days=1), limit=10) == []
+    assert len(daily.search("garden", since=DAY, limit=10)) == 2
+    assert daily.search("garden", since=DAY + timedelta(days=1), limit=10) == []
     write(directory / "archive" / "2026-04-11.md", "paved the yard\n")
-    assert daily.search("garden", archived_since=None, limit=10) == []
+    assert daily.search("garden", since=None, limit=10) == []
 
 
 def test_a_year_of_daily_files_fills_every_page(directory: Path, daily: DailyLog) -> None:
@@ -411,4 +411,4 @@ def test_a_year_of_daily_files_fills_every_page(directory: Path, daily: DailyLog
         )
         write(folder / f"{day.isoformat()}.md", "\n".join(lines) + "\n")
     for query in ["coffee", "user.food.vegetables", "sleep focus walk", "meeting about lunch"]:
-        assert len(daily.search(query, archived_since=None, limit=10)) == 10
+        assert len(daily.search(query, since=None, limit=10)) == 10

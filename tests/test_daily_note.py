@@ -23,11 +23,12 @@ class CrashAfterAppend(DailyLog):
 
     crashed = False
 
-    def append(self, day: date, line: str) -> None:
-        super().append(day, line)
+    def append(self, day: date, line: str, *, unless_after: int | None = None) -> bool:
+        appended = super().append(day, line, unless_after=unless_after)
         if not self.crashed:
             self.crashed = True
             raise OSError("killed after the append")
+        return appended
 
 
 def note(payload: dict[str, Any], **fields: Any) -> Any:
@@ -59,6 +60,67 @@ async def test_a_redelivery_after_a_crash_does_not_append_twice(
     async with SignalBus(store, [DailyNoteReceptor(daily, zone=BERLIN)], retry=FAST_RETRY) as bus:
         assert await emit_and_settle(bus, note({"text": "Only once."})) == {"daily": "delivered"}
     assert daily.read(date(2026, 4, 11)) == ["Already there.", "Only once."]
+
+
+class CrashAfterAppendThenClaimed(DailyLog):
+    """Appends, then the process dies; before the redelivery a consolidation claimed the
+    day and crashed in turn, so the day waits in the archive's staging file (issue 11,
+    finding 3: the old replay check looked at the live file and the archive only)."""
+
+    crashed = False
+
+    def append(self, day: date, line: str, *, unless_after: int | None = None) -> bool:
+        appended = super().append(day, line, unless_after=unless_after)
+        if not self.crashed:
+            self.crashed = True
+            archive = self.directory / "archive"
+            archive.mkdir(exist_ok=True)
+            name = f"{day.isoformat()}.md"
+            (self.directory / name).rename(archive / f".{name}.incoming")
+            raise OSError("killed after the append")
+        return appended
+
+
+@pytest.mark.asyncio
+async def test_a_redelivery_finds_its_line_in_a_day_parked_mid_archive(
+    store: Store, tmp_path: Path
+) -> None:
+    day = date(2026, 4, 11)
+    DailyLog(tmp_path / "daily").append(day, "Already there.")
+    daily = CrashAfterAppendThenClaimed(tmp_path / "daily")
+    async with SignalBus(store, [DailyNoteReceptor(daily, zone=BERLIN)], retry=FAST_RETRY) as bus:
+        assert await emit_and_settle(bus, note({"text": "Only once."})) == {"daily": "delivered"}
+    daily.archive(day)
+    assert daily.read(day, archived=True) == ["Already there.", "Only once."]
+    assert daily.read(day) is None
+
+
+@pytest.mark.asyncio
+async def test_a_redelivery_after_the_day_was_archived_and_grew_again_appends_once(
+    store: Store, tmp_path: Path
+) -> None:
+    """The line moved to the archive and a new live file started: found, not repeated;
+    and a line equal to one from before the first attempt does not count as found."""
+    day = date(2026, 4, 11)
+    DailyLog(tmp_path / "daily").append(day, "Water.")
+
+    class ArchivedMeanwhile(DailyLog):
+        crashed = False
+
+        def append(self, day: date, line: str, *, unless_after: int | None = None) -> bool:
+            appended = super().append(day, line, unless_after=unless_after)
+            if not self.crashed:
+                self.crashed = True
+                self.archive(day)
+                super().append(day, "Someone else's later line.")
+                raise OSError("killed after the append")
+            return appended
+
+    daily = ArchivedMeanwhile(tmp_path / "daily")
+    async with SignalBus(store, [DailyNoteReceptor(daily, zone=BERLIN)], retry=FAST_RETRY) as bus:
+        assert await emit_and_settle(bus, note({"text": "Water."})) == {"daily": "delivered"}
+    daily.archive(day)
+    assert daily.read(day, archived=True) == ["Water.", "Water.", "Someone else's later line."]
 
 
 @pytest.mark.asyncio

@@ -157,6 +157,16 @@ def test_archived_days_count_only_within_the_horizon(memory: Layers) -> None:
     assert sorted(d.date for d in recall(wide, memory, T0).daily) == ["2026-03-01", "2026-04-10"]
 
 
+def test_the_horizon_filters_live_daily_files_too(memory: Layers) -> None:
+    """Issue 11, finding 14: an old day never consolidated stayed in every answer."""
+    memory.daily.append(datetime(2026, 3, 1).date(), "Canoeing, a day never consolidated.")
+    memory.daily.append(datetime(2026, 4, 10).date(), "Canoeing again.")
+    query = RecallQuery(about="canoeing", layers=("daily",), horizon="7d")
+    assert [d.date for d in recall(query, memory, T0).daily] == ["2026-04-10"]
+    wide = RecallQuery(about="canoeing", layers=("daily",), horizon="all")
+    assert sorted(d.date for d in recall(wide, memory, T0).daily) == ["2026-03-01", "2026-04-10"]
+
+
 def test_free_text_finds_substrate_and_daily_by_words(memory: Layers) -> None:
     result = recall(RecallQuery(about="cooking vegetables"), memory, T0)
     assert result.substrate[0].file.endswith("lessons.md")
@@ -172,7 +182,7 @@ def test_free_text_finds_substrate_and_daily_by_words(memory: Layers) -> None:
         ({"horizon": "2026-04-01T10:00:00"}, "horizon"),
         ({"min_strength": 2}, "min_strength"),
         ({"limit": 0}, "limit"),
-        ({"about": ""}, "about"),
+        ({"about": "x" * 1025}, "about"),
     ],
 )
 def test_bad_queries_name_the_field(fields: dict[str, Any], bad: str) -> None:

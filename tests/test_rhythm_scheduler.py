@@ -50,7 +50,7 @@ class Emits:
 
 
 def consolidation(**overrides: Any) -> RhythmTemplate:
-    [bundled] = [t for t in bundled_templates("UTC") if t.name == "consolidation"]
+    [bundled] = [t for t in bundled_templates("Europe/Berlin") if t.name == "consolidation"]
     return RhythmTemplate.model_validate(bundled.model_dump(by_alias=True) | overrides)
 
 
@@ -88,7 +88,7 @@ async def test_catch_up_fires_the_missed_slot_once(store: Store) -> None:
 
     (signal,) = await stored_signals(store)
     assert signal["idempotency_key"] == "rhythm:consolidation:2026-10-25T02:00:00Z"
-    assert signal["payload"] == {"date": "2026-10-24"}
+    assert signal["payload"] == {"through": "2026-10-24"}
     assert signal["type"] == "memory.consolidate"
     assert (signal["source_id"], signal["source_layer"]) == ("rhythm:consolidation", "rhythm")
     assert signal["emitted_at"] == "2026-10-25T09:00:00Z"
@@ -107,7 +107,7 @@ async def test_down_over_several_slots_fires_only_the_latest(store: Store) -> No
     assert len(answers) == 1
     (signal,) = await stored_signals(store)
     assert signal["idempotency_key"] == "rhythm:consolidation:2026-10-25T02:00:00Z"
-    assert signal["payload"] == {"date": "2026-10-24"}
+    assert signal["payload"] == {"through": "2026-10-24"}
 
 
 @pytest.mark.asyncio
@@ -149,7 +149,7 @@ async def test_a_fire_emits_its_slot_and_schedules_the_next(store: Store) -> Non
 
     (signal,) = await stored_signals(store)
     assert signal["idempotency_key"] == "rhythm:consolidation:2026-03-29T01:00:00Z"
-    assert signal["payload"] == {"date": "2026-03-28"}
+    assert signal["payload"] == {"through": "2026-03-28"}
     assert signal["emitted_at"] == iso(clock.now)
 
 
@@ -170,7 +170,7 @@ async def test_a_job_run_after_later_slots_passed_fires_the_latest(store: Store)
 
     (signal,) = await stored_signals(store)
     assert signal["idempotency_key"] == "rhythm:consolidation:2026-10-27T02:00:00Z"
-    assert signal["payload"] == {"date": "2026-10-26"}
+    assert signal["payload"] == {"through": "2026-10-26"}
 
 
 @pytest.mark.asyncio
@@ -213,7 +213,7 @@ async def test_apscheduler_fires_the_slot(store: Store) -> None:
 
     (signal,) = await stored_signals(store)
     assert signal["idempotency_key"] == f"rhythm:live:{iso(due)}"
-    assert signal["payload"] == {"date": (due.date() - timedelta(days=1)).isoformat()}
+    assert signal["payload"] == {"through": (due.date() - timedelta(days=1)).isoformat()}
     assert datetime.fromisoformat(signal["emitted_at"]) >= due
 
 

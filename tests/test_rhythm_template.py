@@ -57,19 +57,32 @@ def slots(rhythm: RhythmTemplate, after: datetime, count: int) -> list[datetime]
 
 @pytest.fixture
 def consolidation() -> RhythmTemplate:
-    [bundled] = [t for t in bundled_templates("UTC") if t.name == "consolidation"]
+    [bundled] = [t for t in bundled_templates("Europe/Berlin") if t.name == "consolidation"]
     return bundled
 
 
 def test_bundled_consolidation(consolidation: RhythmTemplate) -> None:
     assert consolidation.name == "consolidation"
     assert (consolidation.period, consolidation.phase) == ("daily", "03:00")
-    assert consolidation.timezone == "Europe/Berlin"  # its own zone beats the default given
+    assert consolidation.timezone == "Europe/Berlin"  # the config's, given to it
     assert consolidation.catchup == "fire_once"
     signal = consolidation.signal
     assert (signal.type, signal.signal_class) == ("memory.consolidate", "lifecycle")
     assert (signal.intensity, signal.decay_rate) == (1.0, 0)
-    assert signal.payload == {"date": "{{yesterday}}"}
+    assert signal.payload == {"through": "{{yesterday}}"}
+
+
+def test_bundled_consolidation_fires_at_three_in_the_configured_zone() -> None:
+    """Issue 11, finding 7: it was fixed to Berlin, 18:00 in Los Angeles, archiving the
+    current day there before the evening's notes."""
+    [los_angeles] = [
+        t for t in bundled_templates("America/Los_Angeles") if t.name == "consolidation"
+    ]
+    assert los_angeles.timezone == "America/Los_Angeles"
+    # 03:00 PST on 1 December is 11:00 UTC; it consolidates through 30 November.
+    slot = next_slot(los_angeles, utc(2026, 12, 1, 3))
+    assert slot == utc(2026, 12, 1, 11)
+    assert los_angeles.render_payload(slot) == {"through": "2026-11-30"}
 
 
 # -- slots ----------------------------------------------------------------------------------
@@ -173,8 +186,8 @@ def test_latest_slot_of_a_fast_rhythm_after_a_long_absence() -> None:
 def test_payload_is_rendered_for_the_slot_in_the_rhythms_zone(
     consolidation: RhythmTemplate,
 ) -> None:
-    assert consolidation.render_payload(utc(2026, 3, 29, 1)) == {"date": "2026-03-28"}
-    assert consolidation.render_payload(utc(2026, 10, 25, 2)) == {"date": "2026-10-24"}
+    assert consolidation.render_payload(utc(2026, 3, 29, 1)) == {"through": "2026-03-28"}
+    assert consolidation.render_payload(utc(2026, 10, 25, 2)) == {"through": "2026-10-24"}
 
 
 def test_a_slot_just_after_local_midnight_is_that_local_day() -> None:
@@ -213,7 +226,7 @@ def test_signal_for_a_slot(consolidation: RhythmTemplate) -> None:
     assert (signal.source_id, signal.source_layer) == ("rhythm:consolidation", "rhythm")
     assert signal.emitted_at == fired_at
     assert signal.idempotency_key == "rhythm:consolidation:2026-10-25T02:00:00Z"
-    assert signal.payload == {"date": "2026-10-24"}
+    assert signal.payload == {"through": "2026-10-24"}
 
 
 def test_signal_defaults_are_the_signals_own() -> None:

@@ -228,3 +228,17 @@ def test_searches_from_threads_survive_concurrent_invalidation(
     for reader in readers:
         reader.join()
     assert errors == []
+
+
+def test_a_fifo_among_the_substrate_files_is_skipped_not_waited_for(home: Path) -> None:
+    """Issue 11, finding 10, for the substrate: as a directory's child and as an entry."""
+    os.mkfifo(home / "long-term" / "pipe.md")
+    os.mkfifo(home / "USER.md")
+    substrate = Substrate([home / "long-term", home / "SOUL.md", home / "USER.md"])
+    found: list[list[SubstrateHit]] = []
+    searching = threading.Thread(target=lambda: found.append(substrate.search("kind", 10)))
+    searching.start()
+    searching.join(30)  # a bound on a hang, not a timing check
+    assert not searching.is_alive(), "the FIFO blocked the search"
+    assert [Path(hit.file).name for hit in found[0]] == ["SOUL.md"]
+    assert home / "USER.md" not in substrate.files()

@@ -1,7 +1,7 @@
-"""The HTTP API (FastAPI): one router per resource (signals, recall, seeds, health), and the
-error handlers that give every failure the right status and names the field: 422 bad input,
-413 too large, 404 unknown, 409 conflict, 503 when the store cannot take a write (nothing
-was stored)."""
+"""The HTTP API (FastAPI): one router per resource (signals, recall, context, seeds, health,
+and Loom's pages), and the error handlers that give every failure the right status and name
+the field: 422 bad input, 413 too large, 404 unknown, 409 conflict, 503 when the store
+cannot take a write (nothing was stored)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
-from daemon.api import governance, health, recall, seeds, signals
+from daemon.api import context, governance, health, recall, seeds, signals
 from daemon.api.deps import Problem, Services
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import SignalRejected, SignalTooLarge
+from daemon.loom.routes import loom_router
 from daemon.store.engine import StoreLost
 from daemon.store.writer import WriterClosed
 
@@ -37,8 +38,9 @@ def create_app(services: Services) -> FastAPI:
         redoc_url=None,
     )
     app.state.services = services
-    for module in (signals, recall, seeds, governance, health):
+    for module in (signals, recall, context, seeds, governance, health):
         app.include_router(module.router)
+    app.include_router(loom_router(services))
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:

@@ -3,6 +3,7 @@ and the errors they raise."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,11 +65,37 @@ async def settle(services: Services, signal_id: str, wait: float) -> dict[str, s
     return await services.bus.store.read(lambda tx: tx.signals.status(signal_id))
 
 
+def keyed_signal_id(signal_type: str, idempotency_key: str) -> str:
+    """32 hex digits derived from the key: a repeated request is known by its signal id."""
+    return hashlib.sha256(f"{signal_type}:{idempotency_key}".encode()).hexdigest()[:32]
+
+
+async def sent_before(services: Services, signal_type: str, key: str | None) -> str | None:
+    """The id of the signal an earlier request with this idempotency key stored, if any:
+    then that request's outcome is the answer (the rules are not checked again)."""
+    if key is None:
+        return None
+    signal_id = keyed_signal_id(signal_type, key)
+    found = await services.bus.store.read(lambda tx: tx.signals.get(signal_id))
+    return None if found is None else signal_id
+
+
 async def apply_signal(
-    services: Services, signal_type: str, payload: dict[str, Any], by: str, receptor: str
+    services: Services,
+    signal_type: str,
+    payload: dict[str, Any],
+    by: str,
+    receptor: str,
+    idempotency_key: str | None = None,
 ) -> str:
     """Emit a signal a person asked for and wait (up to ``APPLY_WAIT_SECONDS``) for
-    ``receptor`` to apply it; its id. A refused delivery is a 409 with the receptor's error."""
+    ``receptor`` to apply it; its id. A refused delivery is a 409 with the receptor's error;
+    one still pending is a 202."""
+    keyed = (
+        {"id": keyed_signal_id(signal_type, idempotency_key), "idempotency_key": idempotency_key}
+        if idempotency_key
+        else {}
+    )
     stored = await services.bus.emit_raw(
         {
             "type": signal_type,
@@ -77,12 +104,18 @@ async def apply_signal(
             "workspace_id": services.layers.workspace,
             "payload": payload,
         }
+        | keyed
     )
-    status = await settle(services, stored.id, APPLY_WAIT_SECONDS)
+    return await applied(services, stored.id, signal_type, receptor)
+
+
+async def applied(services: Services, signal_id: str, signal_type: str, receptor: str) -> str:
+    """``signal_id`` once ``receptor`` applied it; 409 if it refused, 202 if still pending."""
+    status = await settle(services, signal_id, APPLY_WAIT_SECONDS)
     if status.get(receptor) == "dead":
-        detail = await services.bus.store.read(lambda tx: tx.signals.get(stored.id))
+        detail = await services.bus.store.read(lambda tx: tx.signals.get(signal_id))
         error = detail.deliveries[0].last_error if detail and detail.deliveries else None
         raise Problem(409, error or f"{signal_type} refused")
     if status.get(receptor) != "delivered":
-        raise Problem(202, f"stored as signal {stored.id}; not applied yet")
-    return stored.id
+        raise Problem(202, f"stored as signal {signal_id}; not applied yet")
+    return signal_id

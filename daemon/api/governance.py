@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field, model_validator
 
-from daemon.api.deps import Problem, Running, apply_signal
+from daemon.api.deps import Problem, Running, applied, apply_signal, sent_before
 from daemon.core.clock import iso
 from daemon.core.records import Mark, Tombstone
 from daemon.services.governance import ForgetTarget, GovernanceRefused, standing, to_forget
@@ -21,17 +21,20 @@ router = APIRouter(tags=["governance"])
 
 Reason = Field(min_length=1, max_length=16_384)
 Who = Field(min_length=1, max_length=128, description="Who asks (a person's name).")
+Key = Field(None, min_length=1, max_length=256, description="A repeat with it is answered once.")
 
 
 class Correction(BaseModel):
     text: str = Field(min_length=1, max_length=16_384)
     reason: str = Reason
     by: str = Who
+    idempotency_key: str | None = Key
 
 
 class Retraction(BaseModel):
     reason: str = Reason
     by: str = Who
+    idempotency_key: str | None = Key
 
 
 class ForgetRequest(BaseModel):
@@ -39,6 +42,7 @@ class ForgetRequest(BaseModel):
     mark_id: str | None = Field(None, min_length=1, max_length=128)
     reason: str = Reason
     by: str = Who
+    idempotency_key: str | None = Key
 
     @model_validator(mode="after")
     def _one_target(self) -> ForgetRequest:
@@ -58,14 +62,34 @@ async def _check(services: Running, rule: Any) -> Any:
         raise Problem(exc.status, str(exc)) from None
 
 
+async def _apply(
+    services: Running,
+    signal_type: str,
+    payload: dict[str, Any],
+    body: Correction | Retraction | ForgetRequest,
+    rule: Any,
+) -> str:
+    """Check the rule, emit, wait for the governance receptor. A request repeated with the
+    same idempotency key gets the first one's outcome instead of a 409."""
+    earlier = await sent_before(services, signal_type, body.idempotency_key)
+    if earlier is not None:
+        return await applied(services, earlier, signal_type, "governance")
+    await _check(services, rule)
+    return await apply_signal(
+        services, signal_type, payload, body.by, "governance", body.idempotency_key
+    )
+
+
 @router.post("/v1/marks/{mark_id}/correct", summary="Supersede a mark with corrected text")
 async def correct_mark(mark_id: str, body: Correction, services: Running) -> dict[str, Any]:
     workspace = services.layers.workspace
     async with services.governing:
-        await _check(services, lambda tx: standing(tx, workspace, mark_id))
-        payload = {"mark_id": mark_id, "text": body.text, "reason": body.reason}
-        signal_id = await apply_signal(
-            services, "memory.mark_corrected", payload, body.by, "governance"
+        signal_id = await _apply(
+            services,
+            "memory.mark_corrected",
+            {"mark_id": mark_id, "text": body.text, "reason": body.reason},
+            body,
+            lambda tx: standing(tx, workspace, mark_id),
         )
     old, new = await services.bus.store.read(lambda tx: _pair(tx, mark_id))
     return {"signal_id": signal_id, "superseded": _json(old), "mark": _json(new)}
@@ -83,10 +107,12 @@ def _pair(tx: Tx, mark_id: str) -> tuple[Mark, Mark]:
 async def retract_mark(mark_id: str, body: Retraction, services: Running) -> dict[str, Any]:
     workspace = services.layers.workspace
     async with services.governing:
-        await _check(services, lambda tx: standing(tx, workspace, mark_id))
-        payload = {"mark_id": mark_id, "reason": body.reason}
-        signal_id = await apply_signal(
-            services, "memory.mark_retracted", payload, body.by, "governance"
+        signal_id = await _apply(
+            services,
+            "memory.mark_retracted",
+            {"mark_id": mark_id, "reason": body.reason},
+            body,
+            lambda tx: standing(tx, workspace, mark_id),
         )
     mark = await services.bus.store.read(lambda tx: tx.marks.get(mark_id))
     assert mark is not None
@@ -98,13 +124,14 @@ async def forget_route(body: ForgetRequest, services: Running) -> dict[str, Any]
     workspace = services.layers.workspace
     target = ForgetTarget(subject=body.subject, mark_id=body.mark_id)
     async with services.governing:
-        await _check(services, lambda tx: to_forget(tx, workspace, target))
         payload = {
             key: value
             for key, value in {"subject": body.subject, "mark_id": body.mark_id}.items()
             if value is not None
         } | {"reason": body.reason}
-        signal_id = await apply_signal(services, "memory.forget", payload, body.by, "governance")
+        signal_id = await _apply(
+            services, "memory.forget", payload, body, lambda tx: to_forget(tx, workspace, target)
+        )
     found = await services.bus.store.read(lambda tx: tx.tombstones.listing(workspace))
     [tombstone] = [t for t in found if t.signal_id == signal_id]
     return {"signal_id": signal_id, "tombstone": _json(tombstone)}

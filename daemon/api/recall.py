@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from daemon.api.deps import Running
 from daemon.services.recall import RecallQuery, recall
@@ -13,27 +13,35 @@ from daemon.services.recall import RecallQuery, recall
 router = APIRouter(prefix="/v1/recall", tags=["recall"])
 
 
-@router.get("", summary="What the memory knows about something")
-async def recall_route(
-    services: Running,
-    about: str,
+def recall_query(
+    about: str = "",
     layers: str | None = None,
     horizon: str | None = None,
     min_strength: float | None = None,
     limit: int = 10,
     include_withered: bool = False,
     include_history: bool = False,
-) -> dict[str, Any]:
-    query = RecallQuery.model_validate(
+    workspace: str | None = None,
+) -> RecallQuery:
+    """The query parameters of recall (and of context), checked: 422 names the field."""
+    return RecallQuery.model_validate(
         {
             "about": about,
+            "layers": layers,
             "horizon": horizon,
             "min_strength": min_strength,
             "limit": limit,
             "include_withered": include_withered,
             "include_history": include_history,
+            "workspace": workspace,
         }
-        | ({"layers": layers} if layers is not None else {})
     )
+
+
+Recalled = Annotated[RecallQuery, Depends(recall_query)]
+
+
+@router.get("", summary="What the memory knows about something")
+async def recall_route(services: Running, query: Recalled) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(recall, query, services.layers, services.clock())
     return result.to_json()

@@ -3,6 +3,7 @@ log stays the audit trail)."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any, Literal
 
@@ -10,10 +11,19 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from daemon.api.deps import Problem, Running, Services, apply_signal, settle
+from daemon.api.deps import (
+    Problem,
+    Running,
+    Services,
+    applied,
+    apply_signal,
+    sent_before,
+    settle,
+)
 from daemon.core.clock import iso
 from daemon.core.records import Seed
 from daemon.services.review import ReviewRefused, reviewable, undoable
+from daemon.store import Store
 
 router = APIRouter(prefix="/v1/seeds", tags=["seeds"])
 
@@ -22,11 +32,19 @@ REVIEW_WAIT_SECONDS = 10.0
 
 class Undo(BaseModel):
     reviewer: str = Field(min_length=1, max_length=128)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
 
 
 class Review(BaseModel):
     decision: Literal["accepted", "rejected"]
     reviewer: str = Field(min_length=1, max_length=128)
+    # A retry with the same key answers with the review already made instead of 409.
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+
+def review_signal_id(idempotency_key: str) -> str:
+    """32 hex digits, like a generated id, derived from the key: a repeat is known by id."""
+    return hashlib.sha256(f"review:{idempotency_key}".encode()).hexdigest()[:32]
 
 
 def seed_json(seed: Seed) -> dict[str, Any]:
@@ -51,9 +69,15 @@ async def review_seed(seed_id: str, review: Review, services: Running) -> JSONRe
 async def _review(seed_id: str, review: Review, services: Services) -> JSONResponse:
     store, workspace = services.bus.store, services.layers.workspace
     now, wither_days = services.clock(), services.seed_rules.wither_days
+    key = review.idempotency_key
+    signal_id = review_signal_id(key) if key else None
     try:
         await store.read(lambda tx: reviewable(tx, workspace, seed_id, now, wither_days))
     except ReviewRefused as exc:
+        if exc.status == 409 and signal_id and await _stored(store, signal_id):
+            seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
+            assert seed is not None
+            return JSONResponse(seed_json(seed) | {"signal_id": signal_id})
         raise Problem(exc.status, str(exc)) from None
     stored = await services.bus.emit_raw(
         {
@@ -61,8 +85,13 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
             "source_id": "review",
             "source_layer": "human",
             "workspace_id": workspace,
-            "payload": {"seed_id": seed_id, **review.model_dump()},
+            "payload": {
+                "seed_id": seed_id,
+                "decision": review.decision,
+                "reviewer": review.reviewer,
+            },
         }
+        | ({"id": signal_id, "idempotency_key": key} if key else {})
     )
     status = await settle(services, stored.id, REVIEW_WAIT_SECONDS)
     if status.get("seeds") == "dead":
@@ -79,15 +108,22 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
 async def undo_review(seed_id: str, body: Undo, services: Running) -> dict[str, Any]:
     store, workspace = services.bus.store, services.layers.workspace
     now, hours = services.clock(), services.seed_rules.undo_hours
+    kind, key = "memory.seed_review_undone", body.idempotency_key
     async with services.reviewing:
-        try:
-            await store.read(lambda tx: undoable(tx, workspace, seed_id, now, hours))
-        except ReviewRefused as exc:
-            raise Problem(exc.status, str(exc)) from None
-        payload = {"seed_id": seed_id, "reviewer": body.reviewer}
-        signal_id = await apply_signal(
-            services, "memory.seed_review_undone", payload, body.reviewer, "seeds"
-        )
+        signal_id = await sent_before(services, kind, key)
+        if signal_id is not None:
+            await applied(services, signal_id, kind, "seeds")
+        else:
+            try:
+                await store.read(lambda tx: undoable(tx, workspace, seed_id, now, hours))
+            except ReviewRefused as exc:
+                raise Problem(exc.status, str(exc)) from None
+            payload = {"seed_id": seed_id, "reviewer": body.reviewer}
+            signal_id = await apply_signal(services, kind, payload, body.reviewer, "seeds", key)
     seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
     assert seed is not None
     return seed_json(seed) | {"signal_id": signal_id}
+
+
+async def _stored(store: Store, signal_id: str) -> bool:
+    return await store.read(lambda tx: tx.signals.get(signal_id)) is not None

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from daemon.store import Store
 
 # Besides 0 (ok). Click's own usage errors exit 2 as well, like BadInput.
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 1, 2, 3
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE, EXIT_OUTCOME_UNKNOWN = 1, 2, 3, 4
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +60,20 @@ class Number(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class OutcomeUnknownFailure(Failure):
+    """A write was sent but no answer came: it may be stored."""
+
+    exit_code = EXIT_OUTCOME_UNKNOWN
+
+
+def idempotency_option(func: F) -> F:
+    return click.option(
+        "--idempotency-key",
+        help="Store this write at most once per key (default: a fresh key, printed if the "
+        "outcome is unknown); re-run with the printed key to be safe.",
+    )(func)
 
 
 def config_option(func: F) -> F:
@@ -150,20 +164,17 @@ def print_json(value: Any) -> None:
 def reading_store(config: Config) -> Iterator[Store]:
     """The store, opened for reading only (no writer thread, no migrations): read commands
     work whether or not the daemon runs. A missing or unmigrated database exits 1."""
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
     from daemon.store import Store
     from daemon.store.migrate import current_revision, head_revision
 
     url = config.store.url
-    parsed = make_url(url)
     advice = "run `cambium db upgrade` or start the daemon"
     # Connecting would create an empty SQLite file: look first.
-    if parsed.get_backend_name() == "sqlite" and parsed.database:
-        path = Path(parsed.database).expanduser()
-        if not path.exists():
-            raise Failure(f"no database at {path}: {advice}")
+    missing = missing_database(config)
+    if missing is not None:
+        raise Failure(f"no database at {missing}: {advice}")
     try:
         revision = current_revision(url)
     except SQLAlchemyError as exc:
@@ -171,6 +182,32 @@ def reading_store(config: Config) -> Iterator[Store]:
     if revision != head_revision():
         raise Failure(f"the database is not migrated (revision {revision}): {advice}")
     store = Store(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def missing_database(config: Config) -> Path | None:
+    """The SQLite file the config names, if it does not exist yet (before the first start);
+    else ``None``. A server database cannot be looked at without connecting."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(config.store.url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        path = Path(parsed.database).expanduser()
+        if not path.exists():
+            return path
+    return None
+
+
+@contextmanager
+def files_only_store() -> Iterator[Store]:
+    """A store that is never connected to, for reading the file layers alone before there
+    is a database (callers leave the marks out); it creates nothing on disk."""
+    from daemon.store import Store
+
+    store = Store("sqlite://")
     try:
         yield store
     finally:

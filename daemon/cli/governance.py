@@ -6,6 +6,7 @@ of tombstones is read from the store directly."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import click
 from daemon.cli.common import (
     BadInput,
     config_option,
+    idempotency_option,
     json_option,
     load,
     login_name,
@@ -30,10 +32,12 @@ reason_option = click.option(
 by_option = click.option("--by", "who", help="Who asks (default: your login name).")
 
 
-def _ingress(config_path: Path | None) -> Any:
-    from daemon.cli.client import Ingress
+def _ask(config_path: Path | None, who: str | None, ask: Callable[[Any], Any]) -> Any:
+    """``ask(client)`` against the daemon, as ``who`` (default: your login name)."""
+    from daemon.cli.client import daemon
 
-    return Ingress(load(config_path).ingress.socket)
+    with daemon(load(config_path), who or login_name()) as client:
+        return ask(client)
 
 
 def _nonempty(name: str, value: str) -> str:
@@ -54,6 +58,7 @@ def _applied(answer: dict[str, Any]) -> bool:
 @click.argument("text", metavar="NEW-TEXT")
 @reason_option
 @by_option
+@idempotency_option
 @json_option
 @config_option
 def correct(
@@ -61,6 +66,7 @@ def correct(
     text: str,
     reason: str,
     who: str | None,
+    idempotency_key: str | None,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -75,7 +81,11 @@ def correct(
         --reason "moved bedtime earlier"
     """
     text, reason = _nonempty("NEW-TEXT", text), _nonempty("--reason", reason)
-    answer = _ingress(config_path).correct(mark_id, text, reason, who or login_name())
+    answer = _ask(
+        config_path,
+        who,
+        lambda c: c.correct(mark_id, text, reason=reason, idempotency_key=idempotency_key),
+    )
     if as_json:
         print_json(answer)
     elif _applied(answer):
@@ -89,10 +99,16 @@ def correct(
 @click.argument("mark_id", metavar="MARK-ID")
 @reason_option
 @by_option
+@idempotency_option
 @json_option
 @config_option
 def retract(
-    mark_id: str, reason: str, who: str | None, as_json: bool, config_path: Path | None
+    mark_id: str,
+    reason: str,
+    who: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
+    config_path: Path | None,
 ) -> None:
     """Retract a mark: it no longer stands, and recall stops showing it (its text stays in
     the history; use `forget` to erase it).
@@ -102,7 +118,11 @@ def retract(
       cambium memory retract mk_0123456789abcdef01234567 --reason "was a joke"
     """
     reason = _nonempty("--reason", reason)
-    answer = _ingress(config_path).retract(mark_id, reason, who or login_name())
+    answer = _ask(
+        config_path,
+        who,
+        lambda c: c.retract(mark_id, reason=reason, idempotency_key=idempotency_key),
+    )
     if as_json:
         print_json(answer)
     elif _applied(answer):
@@ -113,10 +133,16 @@ def retract(
 @click.argument("target", metavar="SUBJECT|MARK-ID")
 @reason_option
 @by_option
+@idempotency_option
 @json_option
 @config_option
 def forget(
-    target: str, reason: str, who: str | None, as_json: bool, config_path: Path | None
+    target: str,
+    reason: str,
+    who: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
+    config_path: Path | None,
 ) -> None:
     """Forget a subject (and everything under it) or one mark (and its corrections).
 
@@ -132,7 +158,11 @@ def forget(
     reason = _nonempty("--reason", reason)
     target = _nonempty("SUBJECT|MARK-ID", target)
     named = {"mark_id": target} if _MARK_ID.match(target) else {"subject": target}
-    answer = _ingress(config_path).forget(named, reason, who or login_name())
+    answer = _ask(
+        config_path,
+        who,
+        lambda c: c.forget(reason=reason, idempotency_key=idempotency_key, **named),
+    )
     if as_json:
         print_json(answer)
     elif _applied(answer):

@@ -1,6 +1,7 @@
 """``cambium``: run the daemon, and read and review its memory from the terminal.
 
-Exit codes: 0 ok; 1 failed; 2 bad input; 3 daemon not reachable.
+Exit codes: 0 ok; 1 failed; 2 bad input; 3 daemon not reachable; 4 a write was sent but
+no answer came (it may be stored: re-run it with the printed ``--idempotency-key``).
 
 Read commands (``memory recall``, ``memory seeds``, ``memory substrate``, ``signals``)
 read the store and the files directly, daemon running or not. Write commands (``emit``,
@@ -24,20 +25,24 @@ from daemon.cli.common import (
     config_option,
     json_option,
     load,
+    login_name,
     print_json,
 )
+from daemon.cli.loom import loom
+from daemon.cli.mcp import mcp
 from daemon.cli.memory import memory
+from daemon.cli.setup import init, service
 from daemon.cli.signals import signals
 from daemon.config import ConfigError
-from daemon.core.clock import SECONDS_PER_DAY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cambium-memory", prog_name="cambium")
 def cli() -> None:
-    """Cambium Layers: a local daemon that gives your assistant a memory that lasts.
+    """Cambium Memory: a local daemon that gives your assistant a memory that lasts.
 
-    Exit codes: 0 ok, 1 failed, 2 bad input, 3 daemon not reachable.
+    Exit codes: 0 ok, 1 failed, 2 bad input, 3 daemon not reachable, 4 sent but outcome
+    unknown (re-run with the printed --idempotency-key).
     """
 
 
@@ -49,6 +54,10 @@ memory.add_command(governance.forget)
 memory.add_command(governance.tombstones)
 cli.add_command(archive.export)
 cli.add_command(archive.import_archive)
+cli.add_command(loom)
+cli.add_command(mcp)
+cli.add_command(init)
+cli.add_command(service)
 
 
 @cli.command()
@@ -96,10 +105,11 @@ def status(as_json: bool, config_path: Path | None) -> None:
       cambium status
       cambium status --json
     """
-    from daemon.cli.client import Ingress
+    from daemon.cli.client import daemon
 
     config = load(config_path)
-    health = Ingress(config.ingress.socket).health()
+    with daemon(config, login_name()) as client:
+        health = client.health().model_dump(mode="json")
     if as_json:
         print_json(health)
     else:
@@ -154,32 +164,31 @@ def emit(
       cambium emit memory.consolidate --source-id cron --payload '{"date": "2026-01-15"}' \\
         --idempotency-key consolidate:2026-01-15 --wait 0
     """
-    from daemon.cli.client import Ingress
+    from daemon.cli.client import check_deliveries, daemon
 
     try:
         parsed_payload = json.loads(payload)
     except json.JSONDecodeError as exc:
         raise BadInput(f"bad --payload: not valid JSON: {exc}") from None
-    signal = {
-        "type": signal_type,
-        "source_id": source_id,
-        "payload": parsed_payload,
-        "intensity": intensity,
-        "decay_rate": decay_days * SECONDS_PER_DAY if decay_days is not None else None,
-        "affinity": [tag.strip() for tags in affinity for tag in tags.split(",") if tag.strip()],
-        "workspace_id": workspace,
-        "idempotency_key": idempotency_key,
-    }
-    signal = {key: value for key, value in signal.items() if value is not None}
-    ingress = Ingress(load(config_path).ingress.socket)
-    answer = ingress.emit(signal, wait)
-    if as_json:
-        print_json(answer)
-    else:
-        from daemon.cli.render import show, stored
+    with daemon(load(config_path), source_id) as client:
+        answer = client.emit(
+            signal_type,
+            parsed_payload,
+            intensity=intensity,
+            decay_days=decay_days,
+            affinity=[tag.strip() for tags in affinity for tag in tags.split(",") if tag.strip()],
+            workspace=workspace,
+            idempotency_key=idempotency_key,
+            wait=wait,
+        )
+        shown = answer.model_dump(mode="json", exclude_none=True)
+        if as_json:
+            print_json(shown)
+        else:
+            from daemon.cli.render import show, stored
 
-        show(stored(answer, signal_type))
-    ingress.check_deliveries(answer)
+            show(stored(shown, signal_type))
+        check_deliveries(client, answer.id, answer.deliveries)
 
 
 @cli.group()

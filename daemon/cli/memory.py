@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -19,18 +19,20 @@ from daemon.cli.common import (
     Number,
     config_option,
     day_option,
+    files_only_store,
+    idempotency_option,
     json_option,
     load,
     login_name,
+    missing_database,
     print_json,
     reading_store,
     remember_config,
     warnings_to_stderr,
 )
-from daemon.core.clock import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
-    from daemon.cli.client import Ingress
+    from daemon.client import Emitted
     from daemon.config import Config
     from daemon.services.recall import Layers
     from daemon.store import Store
@@ -51,17 +53,11 @@ def open_memory(config: Config, store: Store) -> Layers:
     return Layers.from_config(config, store)
 
 
-def ingress(config: Config) -> Ingress:
-    from daemon.cli.client import Ingress
-
-    return Ingress(config.ingress.socket)
-
-
 # -- recall ------------------------------------------------------------------------------
 
 
 @memory.command()
-@click.argument("about")
+@click.argument("about", default="")
 @click.option(
     "--layers", metavar="A,B", help="Comma list of substrate, marks, daily, compost (default: all)."
 )
@@ -80,6 +76,21 @@ def ingress(config: Config) -> Ingress:
     is_flag=True,
     help="Also show superseded, retracted and forgotten marks, with their links.",
 )
+@click.option("--workspace", help="Whose marks (default: the configured workspace).")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["text", "json", "context"]),
+    default="text",
+    help="text (default), json, or context: a bounded block to paste into a prompt.",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(200, 100_000),
+    default=4000,
+    show_default=True,
+    help="With --format context: the longest the block may be.",
+)
 @json_option
 @config_option
 def recall(
@@ -90,20 +101,26 @@ def recall(
     limit: int | None,
     include_withered: bool,
     include_history: bool,
+    workspace: str | None,
+    output: str,
+    max_chars: int,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
     """What the memory knows about ABOUT, from all four layers.
 
-    ABOUT is a subject path (user.food) or free text. Each mark shows its strength now
-    and how it got there.
+    ABOUT is a subject path (user.food) or free text (marks are found by their words
+    too); left out, it means everything. Each mark shows its strength now and how it got
+    there.
 
     \b
     Examples:
       cambium memory recall user.food
+      cambium memory recall lentil
       cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
       cambium memory recall user --min-strength 0.2 --include-withered --json
       cambium memory recall user.health --include-history
+      cambium memory recall user.food --format context --max-chars 2000
     """
     from pydantic import ValidationError
 
@@ -119,15 +136,29 @@ def recall(
         "limit": limit,
         "include_withered": include_withered,
         "include_history": include_history,
+        "workspace": workspace,
     }
     try:
         query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
         raise BadInput("; ".join(_option_error(e) for e in exc.errors())) from None
     config = load(config_path)
-    with reading_store(config) as store:
-        result = run_recall(query, open_memory(config, store), utcnow())
-    if as_json:
+    if missing_database(config) is None:
+        with reading_store(config) as store:
+            result = run_recall(query, open_memory(config, store), utcnow())
+    else:
+        # Before the first start there are no marks yet: the files answer on their own.
+        without_marks = tuple(layer for layer in query.layers if layer != "marks")
+        with files_only_store() as store:
+            memory = open_memory(config, store)
+            files = query.model_copy(update={"layers": without_marks})
+            result = run_recall(files, memory, utcnow())
+    if output == "context":
+        from daemon.services.context import render
+
+        click.echo(render(result.to_json(), query.about, max_chars).text)
+        return
+    if as_json or output == "json":
         print_json(result.to_json())
         return
     from daemon.cli.render import recall_view, show
@@ -151,6 +182,7 @@ def _option_error(error: Any) -> str:
 @click.option("--by", "observer", help="Who states it (default: your login name).")
 @click.option("--intensity", type=Number(0, 1), help="Initial strength, 0..1 (default 0.7).")
 @click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
+@idempotency_option
 @config_option
 def mark(
     subject: str,
@@ -158,6 +190,7 @@ def mark(
     observer: str | None,
     intensity: float | None,
     decay_days: float | None,
+    idempotency_key: str | None,
     config_path: Path | None,
 ) -> None:
     """State an observation yourself.
@@ -181,25 +214,27 @@ def mark(
     if not observation:
         raise BadInput("bad OBSERVATION: it must not be empty")
     observer = observer or login_name()
-    signal = _signal(
+    payload = {
+        "subject": subject,
+        "observation": observation,
+        "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+    }
+    config = load(config_path)
+    answer = _send(
+        config,
         "memory.observation",
         observer,
-        {
-            "subject": subject,
-            "observation": observation,
-            "evidence": {"note": f"stated by {observer} via cambium memory mark"},
-        },
+        payload,
+        idempotency_key,
         intensity=intensity,
         decay_days=decay_days,
     )
-    config = load(config_path)
-    answer = _send(config, signal)
-    if answer["deliveries"].get("observation") != "delivered":
+    if (answer.deliveries or {}).get("observation") != "delivered":
         return  # still pending: _send said so
     with reading_store(config) as store:
-        hit = store.read_sync(lambda tx: mark_made_by(tx, answer["id"], utcnow()))
+        hit = store.read_sync(lambda tx: mark_made_by(tx, answer.id, utcnow()))
     if hit is None:  # cannot happen once delivered, but never print someone else's mark
-        raise Failure(f"signal {answer['id']} was delivered but made no mark")
+        raise Failure(f"signal {answer.id} was delivered but made no mark")
     from daemon.cli.render import mark_view, show
 
     show(mark_view(hit))
@@ -208,8 +243,11 @@ def mark(
 @memory.command()
 @click.argument("text")
 @day_option("The day's file to append to (default: today in the configured time zone).")
+@idempotency_option
 @config_option
-def note(text: str, day: date | None, config_path: Path | None) -> None:
+def note(
+    text: str, day: date | None, idempotency_key: str | None, config_path: Path | None
+) -> None:
     """Append a line to a day's log.
 
     TEXT (one line) goes to the day's daily file, which is consolidated into marks the
@@ -224,15 +262,19 @@ def note(text: str, day: date | None, config_path: Path | None) -> None:
         raise BadInput("bad TEXT: a daily note is one non-empty line")
     config = load(config_path)
     day = day or _today(config)
-    signal = _signal("memory.daily_note", login_name(), {"text": text, "date": day.isoformat()})
-    if _send(config, signal)["deliveries"].get("daily") == "delivered":
-        click.echo(f"noted in {config.paths.daily / f'{day.isoformat()}.md'}")
+    payload = {"text": text, "date": day.isoformat()}
+    answer = _send(config, "memory.daily_note", login_name(), payload, idempotency_key)
+    if (answer.deliveries or {}).get("daily") == "delivered":
+        from daemon.files.daily import DailyLog
+
+        click.echo(f"noted in {DailyLog(config.paths.daily).path(day)}")
 
 
 @memory.command()
 @day_option("The day to consolidate (default: yesterday in the configured time zone).")
+@idempotency_option
 @config_option
-def consolidate(day: date | None, config_path: Path | None) -> None:
+def consolidate(day: date | None, idempotency_key: str | None, config_path: Path | None) -> None:
     """Consolidate a day's log now, as the nightly rhythm does.
 
     The day's observations become marks, its file moves to the archive, and faded marks
@@ -245,11 +287,14 @@ def consolidate(day: date | None, config_path: Path | None) -> None:
     """
     config = load(config_path)
     day = day or _today(config) - timedelta(days=1)
-    name = f"{day.isoformat()}.md"
-    live, archived = config.paths.daily / name, config.paths.daily / "archive" / name
+    from daemon.files.daily import DailyLog
+
+    daily = DailyLog(config.paths.daily)
+    live, archived = daily.path(day), daily.path(day, archived=True)
     was_live = live.exists()
-    signal = _signal("memory.consolidate", login_name(), {"date": day.isoformat()})
-    if _send(config, signal)["deliveries"].get("consolidation") != "delivered":
+    payload = {"date": day.isoformat()}
+    answer = _send(config, "memory.consolidate", login_name(), payload, idempotency_key)
+    if (answer.deliveries or {}).get("consolidation") != "delivered":
         return
     if was_live:
         click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
@@ -265,40 +310,31 @@ def _today(config: Config) -> date:
     return utcnow().astimezone(config.zone).date()
 
 
-def _signal(
+def _send(
+    config: Config,
     signal_type: str,
     source_id: str,
     payload: dict[str, Any],
-    *,
-    intensity: float | None = None,
-    decay_days: float | None = None,
-) -> dict[str, Any]:
-    """A signal stated by a person at the terminal."""
-    signal: dict[str, Any] = {
-        "type": signal_type,
-        "source_id": source_id,
-        "source_layer": HUMAN,
-        "payload": payload,
-    }
-    if intensity is not None:
-        signal["intensity"] = intensity
-    if decay_days is not None:
-        signal["decay_rate"] = decay_days * SECONDS_PER_DAY
-    return signal
+    idempotency_key: str | None,
+    **fields: Any,
+) -> Emitted:
+    """Emit a signal stated by the person at the terminal and wait for its deliveries: a
+    dead one fails, one still pending is reported."""
+    from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
 
-
-def _send(config: Config, signal: dict[str, Any]) -> dict[str, Any]:
-    """Emit ``signal`` and wait for its deliveries: a dead one fails, one still pending is
-    reported."""
-    from daemon.cli.client import MAX_WAIT_SECONDS
-
-    daemon = ingress(config)
-    answer = daemon.emit(signal, MAX_WAIT_SECONDS)
-    daemon.check_deliveries(answer)
-    if "pending" in answer["deliveries"].values():
+    with daemon(config, source_id) as client:
+        answer = client.emit(
+            signal_type,
+            payload,
+            source_layer=HUMAN,
+            idempotency_key=idempotency_key,
+            wait=MAX_WAIT_SECONDS,
+            **fields,
+        )
+        check_deliveries(client, answer.id, answer.deliveries)
+    if answer.pending:
         click.echo(
-            f"stored signal {answer['id']}; not delivered yet — "
-            f"see `cambium signals show {answer['id']}`"
+            f"stored signal {answer.id}; not delivered yet — see `cambium signals show {answer.id}`"
         )
     return answer
 
@@ -343,26 +379,31 @@ def seeds(ctx: click.Context, state: str | None, as_json: bool, config_path: Pat
     show(seeds_view(found))
 
 
-def _review(decision: str) -> click.Command:
+def _review(decision: Literal["accepted", "rejected"]) -> click.Command:
     verb = decision.removesuffix("ed")
 
     @click.argument("seed_id", metavar="ID")
     @click.option("--reviewer", help="Who decides (default: your login name).")
+    @idempotency_option
     @config_option
-    def review(seed_id: str, reviewer: str | None, config_path: Path | None) -> None:
+    def review(
+        seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
+    ) -> None:
+        from daemon.cli.client import daemon
+
         reviewer = reviewer or login_name()
-        seed = ingress(load(config_path)).review(seed_id, decision, reviewer)
-        if seed["state"] == "pending":
+        with daemon(load(config_path), reviewer) as client:
+            seed = client.review_seed(seed_id, decision, reviewer, idempotency_key=idempotency_key)
+        if seed.state == "pending":
             click.echo(
-                f"review of seed {seed_id} stored as signal {seed['signal_id']}; not applied yet"
+                f"review of seed {seed_id} stored as signal {seed.signal_id}; not applied yet"
             )
             return
-        click.echo(f"seed {seed_id} {decision} by {reviewer}")
-        if decision == "accepted":
-            promoted = seed["based_on_marks"]
-            if promoted:
-                click.echo(f"promoted {', '.join(promoted)}")
-            click.echo(f"the daemon never edits {seed['target_file']}: make the change yourself")
+        click.echo(f"seed {seed_id} {seed.state} by {seed.reviewed_by}")
+        if seed.state == "accepted":
+            if seed.based_on_marks:
+                click.echo(f"promoted {', '.join(seed.based_on_marks)}")
+            click.echo(f"the daemon never edits {seed.target_file}: make the change yourself")
 
     review.__doc__ = f"""{verb.capitalize()} the pending seed ID.
 
@@ -380,15 +421,22 @@ seeds.add_command(_review("rejected"))
 @seeds.command()
 @click.argument("seed_id", metavar="ID")
 @click.option("--reviewer", help="Who undoes it (default: your login name).")
+@idempotency_option
 @config_option
-def undo(seed_id: str, reviewer: str | None, config_path: Path | None) -> None:
+def undo(
+    seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
+) -> None:
     """Undo the review of seed ID: it is pending again (within seeds.undo_hours).
 
     \b
     Example:
       cambium memory seeds undo sd_0123456789abcdef01234567
     """
-    seed = ingress(load(config_path)).undo_review(seed_id, reviewer or login_name())
+    from daemon.cli.client import daemon
+
+    reviewer = reviewer or login_name()
+    with daemon(load(config_path), reviewer) as client:
+        seed = client.undo_review(seed_id, reviewer, idempotency_key=idempotency_key)
     if "signal_id" not in seed:
         click.echo(seed.get("detail", "stored; not applied yet"))
         return

@@ -13,6 +13,7 @@ from daemon.cli.common import (
     config_option,
     json_option,
     load,
+    login_name,
     print_json,
     reading_store,
     remember_config,
@@ -103,11 +104,11 @@ def retry(signal_id: str, config_path: Path | None) -> None:
     Example:
       cambium signals retry 0f8e1c...
     """
-    from daemon.cli.client import MAX_WAIT_SECONDS, Ingress
+    from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
     from daemon.cli.render import delivery_statuses, show
 
-    ingress = Ingress(load(config_path).ingress.socket)
-    answer = ingress.retry(signal_id, MAX_WAIT_SECONDS)
-    click.echo(f"retried signal {signal_id}")
-    show(delivery_statuses(answer["deliveries"]))
-    ingress.check_deliveries(answer)
+    with daemon(load(config_path), login_name()) as client:
+        answer = client.retry(signal_id, wait=MAX_WAIT_SECONDS)
+        click.echo(f"retried signal {signal_id}")
+        show(delivery_statuses(answer.deliveries or {}))
+        check_deliveries(client, answer.id, answer.deliveries)

@@ -5,8 +5,10 @@ successful strategy, template improvement and failure pattern of a record is a *
 Learnings are grouped by ``(template_id, learning text)``, so a lesson several agents of a
 template arrived at separately shows up once, with the number of agents behind it.
 
-A malformed file is logged and skipped; the others still count. Parsed files are cached
-until their modification time or size changes.
+A malformed file (bad JSON, nesting too deep to parse, a wrong shape) or anything that is
+not a regular file (a FIFO, a device) is logged once and skipped; the others still count.
+Files are opened without blocking, so nothing in the directory can hang a recall. Parsed
+files are cached until their modification time or size changes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Annotated, Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from daemon.files.fs import read_regular
 from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.compost")
@@ -134,10 +137,12 @@ class Compost:
 
 
 def _read(path: Path) -> list[CompostRecord]:
-    """The records of one file; none, logged, if the file is malformed."""
+    """The records of one file; none, logged, if the file is malformed or not a regular file."""
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_regular(path))
         return _RECORDS.validate_python(data if isinstance(data, list) else [data])
-    except (OSError, ValueError) as exc:  # bad JSON and a wrong shape are ValueErrors
+    # Bad JSON and a wrong shape are ValueErrors; nesting deeper than the parser's
+    # recursion limit is a RecursionError.
+    except (OSError, ValueError, RecursionError) as exc:
         log.warning("compost file skipped", path=str(path), error=str(exc))
         return []

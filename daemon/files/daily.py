@@ -7,17 +7,26 @@ outside go through :func:`parse_day` first, so nothing like ``../../etc/passwd``
 file. Lines are split on ``\\n`` alone (a trailing ``\\r`` is dropped), so line numbers
 agree with any editor, and they are 1-indexed.
 
-Archiving never loses or duplicates a line, however often it is interrupted and retried:
+Every write goes through :mod:`daemon.files.fs`: entries of the (resolved) daily directory
+and its ``archive/``, opened by name relative to the open directory, never through a
+symlink, never a FIFO or a hard-linked file; appends are whole lines or nothing, fsynced
+before they return; whatever is created is 0600 / 0700.
 
-1. the live file is renamed to a hidden staging file inside ``archive/``;
-2. if the day is not archived yet, the staging file is renamed into place; otherwise the
+A consolidation first **claims** the day: the live file is renamed to a hidden staging file
+inside ``archive/``, under the lock appends take. What it read is exactly what the claim
+holds; a line appended afterwards starts a new live file, left for the next consolidation.
+After its marks are stored, the claim is **merged** into the archive:
+
+1. if the day is not archived yet, the staging file is renamed into place; otherwise the
    archive's size is first recorded in a hidden record file, and the staging bytes are
    appended only as far as the archive, read from that recorded size, does not hold them
    already;
-3. the staging file is deleted, then the record.
+2. the staging file is deleted, then the record.
 
-Each step is fsynced before the next, and every call first finishes whatever an earlier
-call left half done.
+Each step is fsynced before the next, and a claim a crash left behind is found again by the
+next claim, with the same lines at the same positions. Seen whole, a day's lines are the
+archive's (up to a recorded size), then the claim's, then the live file's: that sequence
+only ever grows, which is what lets a redelivered note find out whether it was appended.
 """
 
 from __future__ import annotations
@@ -33,11 +42,13 @@ from pathlib import Path
 import structlog
 
 from daemon.core.days import InvalidDay, parse_day
+from daemon.files.fs import Folder, RefusedFile, open_folder, read_regular
 from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.daily")
 
 SUFFIX = ".md"
+ARCHIVE = "archive"
 
 # In ranking, a line borrows this share of its neighbours' scores: in a log, the line that
 # answers something often sits next to the line that names it.
@@ -51,6 +62,18 @@ class DailyHit:
     line_range: tuple[int, int]  # 1-indexed, inclusive
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A day's lines taken for consolidation. ``offset`` is how many lines the archive
+    holds before them, so line ``n`` of the claim becomes archive line ``offset + n``.
+    ``leftover``: the claim was made by an earlier, interrupted consolidation."""
+
+    day: date
+    lines: list[str]
+    offset: int
+    leftover: bool
+
+
 # Where a line lives: its day, whether it is archived, and its 1-indexed line number.
 _LineKey = tuple[date, bool, int]
 
@@ -61,64 +84,101 @@ class _CachedFile:
     lines: tuple[str, ...]
 
 
+def _name(day: date) -> str:
+    return f"{day.isoformat()}{SUFFIX}"
+
+
+def _staging_name(day: date) -> str:
+    return f".{day.isoformat()}{SUFFIX}.incoming"
+
+
+def _record_name(day: date) -> str:
+    return f".{day.isoformat()}{SUFFIX}.merge"
+
+
 class DailyLog:
-    """The daily files in one directory. Appends and archives are serialised per instance;
-    searches cache each file's lines until the file changes."""
+    """The daily files in one directory. Appends, claims and merges are serialised per
+    instance; searches cache each file's lines until the file changes.
+
+    The directory is resolved once, here: if the configured path is a symlink, that is the
+    user's choice; nothing beneath it is ever followed."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.archive_directory = directory / "archive"
-        self._lock = threading.Lock()  # append and archive
+        self.directory = Path(os.path.realpath(directory))
+        self.archive_directory = self.directory / ARCHIVE
+        self._lock = threading.Lock()  # append, claim and merge
         self._cache_lock = threading.Lock()  # the search cache and its index
         self._cache: dict[tuple[date, bool], _CachedFile] = {}
         self._index: Index[_LineKey] = Index()
-
-    # -- paths ---------------------------------------------------------------------------
-
-    def _path(self, day: date, *, archived: bool = False) -> Path:
-        folder = self.archive_directory if archived else self.directory
-        return folder / f"{day.isoformat()}{SUFFIX}"
-
-    def _staging_path(self, day: date) -> Path:
-        return self.archive_directory / f".{day.isoformat()}{SUFFIX}.incoming"
-
-    def _record_path(self, day: date) -> Path:
-        return self.archive_directory / f".{day.isoformat()}{SUFFIX}.merge"
+        self._warned: set[str] = set()
 
     # -- reading -------------------------------------------------------------------------
 
-    def read(self, day: date, *, archived: bool = False) -> list[str] | None:
-        """The day's lines (without line endings), or ``None`` if there is no such file."""
-        try:
-            data = self._path(day, archived=archived).read_bytes()
-        except FileNotFoundError:
-            return None
-        return _split_lines(data)
+    def path(self, day: date, *, archived: bool = False) -> Path:
+        """Where the day's live (or archived) file is, to show a person; every read and
+        write goes through :mod:`daemon.files.fs` instead."""
+        return (self.archive_directory if archived else self.directory) / _name(day)
 
-    def archived_line_count(self, day: date) -> int:
-        """How many lines the archive holds for ``day``: lines archived next are numbered
-        from here on. An interrupted archive is finished first, or its lines, still on
-        their way in, would be missing from the count."""
+    def read(self, day: date, *, archived: bool = False) -> list[str] | None:
+        """The day's lines (without line endings), or ``None`` if there is no such file
+        (or only something that is not a regular file, which is skipped with a warning)."""
+        try:
+            with open_folder(self.directory, create=False) as live:
+                if live is None:
+                    return None
+                if not archived:
+                    data = live.read(_name(day))
+                else:
+                    with live.subfolder(ARCHIVE, create=False) as archive:
+                        data = None if archive is None else archive.read(_name(day))
+        except RefusedFile as exc:
+            self._warn_once(exc)
+            return None
+        return None if data is None else _split_lines(data)
+
+    def position(self, day: date) -> int:
+        """How many lines the day holds in all: archived, claimed and live. Appends only
+        ever add lines after this position."""
         with self._lock:
-            self._finish_archive(day)
-            return len(self.read(day, archived=True) or [])
+            return len(self._day_lines(day))
 
     def days(self, *, archived: bool) -> list[date]:
-        """The days that have a file, oldest first. Other files are ignored."""
+        """The days that have a regular file, oldest first. Other files are ignored."""
         return sorted(day for day, _ in self._files(archived))
 
-    def _files(self, archived: bool) -> Iterator[tuple[date, os.DirEntry[str]]]:
-        """The day files of the live or archive folder, in no particular order."""
-        try:
-            entries = list(os.scandir(self.archive_directory if archived else self.directory))
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            if entry.name.endswith(SUFFIX):
+    def unconsolidated_days(self, through: date) -> list[date]:
+        """Days up to ``through`` with a live file or a claim not yet merged, oldest first."""
+        claimed = set()
+        for entry in _scan(self.archive_directory):
+            name = entry.name
+            if name.startswith(".") and name.endswith(f"{SUFFIX}.incoming"):
                 try:
-                    yield parse_day(entry.name.removesuffix(SUFFIX)), entry
+                    claimed.add(parse_day(name[1:].removesuffix(f"{SUFFIX}.incoming")))
                 except InvalidDay:
                     continue
+        return sorted(day for day in {*self.days(archived=False), *claimed} if day <= through)
+
+    def _files(self, archived: bool) -> Iterator[tuple[date, os.DirEntry[str]]]:
+        """The regular day files of the live or archive folder, in no particular order.
+        A symlink, FIFO or device named like a day file is skipped with a warning."""
+        folder = self.archive_directory if archived else self.directory
+        if archived and os.path.islink(folder):
+            self._warn_once(RefusedFile(0, "refused: a symlink", str(folder)))
+            return
+        for entry in _scan(folder):
+            if entry.name.endswith(SUFFIX):
+                try:
+                    day = parse_day(entry.name.removesuffix(SUFFIX))
+                except InvalidDay:
+                    continue
+                try:
+                    regular = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    continue  # gone since it was listed
+                if not regular:
+                    self._warn_once(RefusedFile(0, "refused: not a regular file", entry.path))
+                    continue
+                yield day, entry
 
     def evidence(self, daily_file: str, line_range: tuple[int, int]) -> DailyHit | None:
         """The lines a mark's evidence points at: ``daily_file`` is ``YYYY-MM-DD.md``, found
@@ -135,90 +195,99 @@ class DailyLog:
 
     # -- writing -------------------------------------------------------------------------
 
-    def append(self, day: date, line: str) -> None:
-        """Append one line to the day's live file, creating it, and make it durable."""
+    def append(self, day: date, line: str, *, unless_after: int | None = None) -> bool:
+        """Append one line to the day's live file, creating it, and make it durable.
+
+        With ``unless_after`` (a :meth:`position` taken earlier), nothing is appended if the
+        day already holds ``line`` after that position: a retried append is not repeated.
+        Whether it appended."""
         if "\n" in line or "\r" in line:
             raise ValueError("a daily line must not contain a line break")
         with self._lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            path = self._path(day)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                size = os.fstat(fd).st_size
-                # A file last saved by an editor may lack its final newline; without one
-                # the new line would be glued onto the last.
-                separator = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
-                _write_all(fd, separator + line.encode("utf-8") + b"\n")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if size == 0:
-                _fsync_directory(self.directory)
+            if unless_after is not None and line in self._day_lines(day)[unless_after:]:
+                return False
+            with open_folder(self.directory, create=True) as live:
+                assert live is not None
+                live.append(_name(day), line.encode("utf-8") + b"\n")
+            return True
+
+    def claim(self, day: date) -> Claim | None:
+        """Take the day's lines for consolidation: a claim an interrupted consolidation
+        left, else the live file, renamed out of the way of appends. ``None`` if there is
+        neither."""
+        with self._lock, open_folder(self.directory, create=False) as live:
+            if live is None:
+                return None
+            kind = live.kind(_name(day))
+            with live.subfolder(ARCHIVE, create=kind is not None) as archive:
+                leftover = archive is not None and archive.kind(_staging_name(day)) is not None
+                if not leftover:
+                    if kind is None:
+                        return None
+                    if kind != "file":
+                        raise RefusedFile(
+                            0, "refused: not a regular file", str(live.path / _name(day))
+                        )
+                    assert archive is not None
+                    # A record whose deletion a crash interrupted belongs to no claim yet.
+                    archive.remove(_record_name(day))
+                    live.move(_name(day), archive, _staging_name(day))
+                assert archive is not None
+                data = archive.read(_staging_name(day))
+                if data is None:
+                    raise RefusedFile(0, "refused: the claim vanished", str(archive.path))
+                return Claim(day, _split_lines(data), len(self._archived(archive, day)), leftover)
+
+    def merge(self, day: date) -> None:
+        """Move the day's claim into the archive, appending to an archived file of the same
+        day. Safe to call again after a crash at any point; without a claim it only
+        finishes what an interrupted merge left."""
+        with self._lock, open_folder(self.directory, create=False) as live:
+            if live is None:
+                return
+            with live.subfolder(ARCHIVE, create=False) as archive:
+                if archive is not None:
+                    _merge(archive, day)
 
     def archive(self, day: date) -> None:
-        """Move the day's live file into the archive, appending to an archived file of the
-        same day. Safe to call again after a crash at any point; without a live file it
-        only finishes an interrupted archive, if any."""
-        with self._lock:
-            # The staging name must be free before the live file can take it.
-            self._finish_archive(day)
-            live = self._path(day)
-            if not live.exists():
-                return
-            self.archive_directory.mkdir(exist_ok=True)
-            os.rename(live, self._staging_path(day))
-            _fsync_directory(self.archive_directory)
-            _fsync_directory(self.directory)
-            self._finish_archive(day)
+        """Claim and merge the day, finishing an interrupted archive first: every line the
+        day held is archived."""
+        self.merge(day)
+        if self.claim(day) is not None:
+            self.merge(day)
 
-    def _finish_archive(self, day: date) -> None:
-        staging, record = self._staging_path(day), self._record_path(day)
-        target = self._path(day, archived=True)
-        if not staging.exists():
-            # Either nothing was pending, or only the record's deletion was left to do.
-            _remove(record, self.archive_directory)
-            return
-        if not target.exists():
-            os.rename(staging, target)
-            _fsync_directory(self.archive_directory)
-            return
-        if record.exists():
-            base = int(record.read_text(encoding="ascii"))
-        else:
-            base = target.stat().st_size
-            _write_atomically(record, f"{base}\n".encode("ascii"))
-        incoming = staging.read_bytes()
-        with open(target, "r+b") as archive:
-            archive.seek(max(base - 1, 0))
-            last = archive.read(1) if base else b"\n"
-            payload = (b"" if last == b"\n" else b"\n") + incoming
-            if incoming and not incoming.endswith(b"\n"):
-                payload += b"\n"
-            archive.seek(base)
-            already = archive.read()
-            if already.startswith(payload):
-                missing = b""
-            elif payload.startswith(already):
-                missing = payload[len(already) :]  # an append was cut short
-            else:
-                # The archive changed under us in a way no interrupted run explains (edited
-                # by hand?). Appending everything may repeat lines but loses none.
-                log.warning("daily archive changed during a merge", day=day.isoformat())
-                missing = payload
-            archive.seek(0, os.SEEK_END)
-            archive.write(missing)
-            archive.flush()
-            os.fsync(archive.fileno())
-        # The staging file goes before the record: a staging file without a record means
-        # "nothing appended yet", so the record must outlive it.
-        _remove(staging, self.archive_directory)
-        _remove(record, self.archive_directory)
+    def _day_lines(self, day: date) -> list[str]:
+        """The day's lines, seen whole: archived, claimed, live (the caller holds the lock)."""
+        with open_folder(self.directory, create=False) as live:
+            if live is None:
+                return []
+            with live.subfolder(ARCHIVE, create=False) as archive:
+                before = [] if archive is None else self._archived(archive, day)
+                claimed = None if archive is None else archive.read(_staging_name(day))
+            now = live.read(_name(day))
+        return before + _split_lines(claimed or b"") + _split_lines(now or b"")
+
+    @staticmethod
+    def _archived(archive: Folder, day: date) -> list[str]:
+        """The archive's lines before any merge in progress."""
+        data = archive.read(_name(day)) or b""
+        if archive.kind(_staging_name(day)) is not None:
+            recorded = archive.read(_record_name(day))
+            if recorded is not None:
+                data = data[: int(recorded)]
+        return _split_lines(data)
+
+    def _warn_once(self, problem: RefusedFile) -> None:
+        where = str(problem.filename)
+        if where not in self._warned:
+            self._warned.add(where)
+            log.warning("daily file skipped", path=where, reason=problem.strerror)
 
     # -- searching -----------------------------------------------------------------------
 
-    def search(self, query: str, *, archived_since: date | None, limit: int) -> list[DailyHit]:
-        """Ranked hits for ``query`` over the live files and the archived files from
-        ``archived_since`` on (``None``: all of them), most relevant first.
+    def search(self, query: str, *, since: date | None, limit: int) -> list[DailyHit]:
+        """Ranked hits for ``query`` over the live and archived files of the days from
+        ``since`` on (``None``: all of them), most relevant first.
 
         Lines are ranked, each by its own score plus a share of its matching neighbours'.
         The best lines are taken until ``limit`` hits are filled; taken lines adjacent in
@@ -228,10 +297,9 @@ class DailyLog:
             self._refresh()
 
             def wanted(key: _LineKey) -> bool:
-                day, archived, _ = key
-                return not archived or archived_since is None or day >= archived_since
+                return since is None or key[0] >= since
 
-            raw = self._index.scores(query, where=None if archived_since is None else wanted)
+            raw = self._index.scores(query, where=None if since is None else wanted)
             candidates = []
             for key in raw:
                 day, archived, number = key
@@ -265,6 +333,9 @@ class DailyLog:
                     cached = self._load(entry, self._cache.get((day, archived)))
                 except FileNotFoundError:
                     continue  # archived or deleted since it was listed
+                except RefusedFile as exc:  # replaced by a FIFO or symlink since it was listed
+                    self._warn_once(exc)
+                    continue
                 present.add((day, archived))
                 if cached is not None:
                     self._replace(day, archived, cached)
@@ -274,14 +345,14 @@ class DailyLog:
     @staticmethod
     def _load(entry: os.DirEntry[str], previous: _CachedFile | None) -> _CachedFile | None:
         """The file's contents if they changed since ``previous``, else ``None``."""
-        stat = entry.stat()
+        stat = entry.stat(follow_symlinks=False)
         signature = (stat.st_mtime_ns, stat.st_size)
         if previous is not None and previous.signature == signature:
             return None
         # The signature is taken before reading: a write in between makes the next search
         # read the file again instead of trusting stale contents.
-        with open(entry.path, "rb") as file:
-            return _CachedFile(signature, tuple(_split_lines(file.read())))
+        data = read_regular(Path(entry.path), follow_symlinks=False)
+        return _CachedFile(signature, tuple(_split_lines(data)))
 
     def _replace(self, day: date, archived: bool, cached: _CachedFile | None) -> None:
         previous = self._cache.pop((day, archived), None)
@@ -345,35 +416,51 @@ def _split_lines(data: bytes) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make renames, creations and deletions in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+def _scan(folder: Path) -> list[os.DirEntry[str]]:
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
-def _remove(path: Path, directory: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
+def _merge(archive: Folder, day: date) -> None:
+    """Step 1 and 2 of the merge (see the module's docstring); the caller holds the lock."""
+    staging, record, target = _staging_name(day), _record_name(day), _name(day)
+    kind = archive.kind(staging)
+    if kind is None:
+        # Either nothing was pending, or only the record's deletion was left to do.
+        archive.remove(record)
         return
-    _fsync_directory(directory)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    _fsync_directory(path.parent)
+    if kind != "file":
+        raise RefusedFile(0, "refused: not a regular file", str(archive.path / staging))
+    if archive.kind(target) is None:
+        archive.move(staging, archive, target)
+        return
+    recorded = archive.read(record)
+    current = archive.read(target) or b""
+    if recorded is not None:
+        base = int(recorded)
+    else:
+        base = len(current)
+        archive.replace(record, f"{base}\n".encode("ascii"))
+    incoming = archive.read(staging) or b""
+    last = current[base - 1 : base] if base else b"\n"
+    payload = (b"" if last == b"\n" else b"\n") + incoming
+    if incoming and not incoming.endswith(b"\n"):
+        payload += b"\n"
+    already = current[base:]
+    if already.startswith(payload):
+        missing = b""
+    elif payload.startswith(already):
+        missing = payload[len(already) :]  # an append was cut short
+    else:
+        # The archive changed under us in a way no interrupted run explains (edited by
+        # hand?). Appending everything may repeat lines but loses none.
+        log.warning("daily archive changed during a merge", day=day.isoformat())
+        missing = payload
+    if missing:
+        archive.append(target, missing, whole_lines=False)
+    # The staging file goes before the record: a staging file without a record means
+    # "nothing appended yet", so the record must outlive it.
+    archive.remove(staging)
+    archive.remove(record)

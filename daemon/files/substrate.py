@@ -5,8 +5,8 @@ single file. They are resolved and read once per load and then served from a cac
 watcher calls :meth:`Substrate.invalidate` when a file is created, edited, renamed or
 deleted, and the next call resolves the entries again and re-reads what was dropped.
 
-Files are only ever opened for reading: the daemon never writes, moves or deletes a
-substrate file.
+Files are only ever opened for reading, without blocking: the daemon never writes, moves
+or deletes a substrate file, and a FIFO or device named like one is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import structlog
 
+from daemon.files.fs import read_regular
 from daemon.files.text import Index
 
 log = structlog.get_logger("cambium.substrate")
@@ -150,7 +151,7 @@ class Substrate:
         for path in resolved:
             if path not in self._texts:
                 try:
-                    text = path.read_text(encoding="utf-8", errors="replace")
+                    text = read_regular(path).decode("utf-8", errors="replace")
                 except OSError as exc:
                     log.warning(
                         "substrate file unreadable; skipped", path=str(path), error=str(exc)
@@ -176,6 +177,8 @@ class Substrate:
                 files.extend(sorted(children))
             elif entry.is_file():
                 files.append(entry)
+            elif entry.exists():
+                log.warning("substrate entry is not a regular file; skipped", entry=str(entry))
             else:
                 log.warning("substrate entry missing; skipped", entry=str(entry))
         # An entry listed twice, or a file also inside a listed directory, counts once.

@@ -1,10 +1,13 @@
 """recall: what does the memory know about X? One answer blended from four layers.
 
-- marks: segment-prefix match on the subject, current strength at least ``min_strength``,
-  last reinforced within the horizon; strongest first, then most recent.
+- marks: segment-prefix match on the subject, or, unless the query is a dotted subject path,
+  an observation holding a word of the query (whole stemmed words, as the other layers
+  match); current strength at least
+  ``min_strength``, last reinforced within the horizon; strongest first, then most recent.
+  An empty ``about`` matches every mark.
 - substrate: ranked text hits, plus every substrate file the returned marks reference.
-- daily: ranked text hits in live files and in archived ones within the horizon (default
-  7 days), plus the very log lines the returned marks cite as evidence.
+- daily: ranked text hits in live and archived files within the horizon (default 7 days),
+  plus the very log lines the returned marks cite as evidence.
 - compost: learnings of retired agents, grouped and ranked.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo
@@ -22,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from daemon.config import Config
 from daemon.core.clock import iso, to_utc
 from daemon.core.records import ENDED_MARK_STATES, Mark
+from daemon.core.signal import ShortName
 from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.files.compost import Compost, CompostHit
 from daemon.files.daily import DailyHit, DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
+from daemon.services.mark_text import MarkText
 from daemon.store import Store, Tx
 
 T = TypeVar("T")
@@ -42,7 +47,7 @@ class RecallQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    about: str = Field(min_length=1, max_length=1024)
+    about: str = Field("", max_length=1024)  # empty: everything
     layers: tuple[Layer, ...] = LAYERS
     horizon: str | None = None  # 1d, 7d, 30d, all, an ISO date or an ISO instant
     min_strength: float = Field(WITHER_THRESHOLD, ge=0.0, le=1.0)
@@ -50,6 +55,7 @@ class RecallQuery(BaseModel):
     include_withered: bool = False
     # Also superseded, retracted and forgotten marks, with their links and end.
     include_history: bool = False
+    workspace: ShortName | None = None  # default: the daemon's configured workspace
 
     @model_validator(mode="before")
     @classmethod
@@ -65,6 +71,8 @@ class RecallQuery(BaseModel):
     @field_validator("layers", mode="before")
     @classmethod
     def _split_layers(cls, value: Any) -> Any:
+        if value is None:
+            return LAYERS
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         return tuple(dict.fromkeys(value)) if isinstance(value, list | tuple) else value
@@ -176,6 +184,7 @@ class Layers:
     compost: Compost
     workspace: str
     zone: ZoneInfo
+    mark_text: MarkText = field(default_factory=MarkText)
 
     @classmethod
     def from_config(cls, config: Config, store: Store) -> Layers:
@@ -209,7 +218,7 @@ def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
         evidence = [hit for h in marks if (hit := _evidence(memory.daily, h.mark)) is not None]
         found = memory.daily.search(
             query.about,
-            archived_since=daily_since.astimezone(memory.zone).date() if daily_since else None,
+            since=daily_since.astimezone(memory.zone).date() if daily_since else None,
             limit=query.limit,
         )
         daily = _unique(evidence + found, key=_lines)
@@ -232,8 +241,19 @@ def _marks(
     if query.include_history:
         states += ENDED_MARK_STATES
 
+    workspace = query.workspace or memory.workspace
+
     def read(tx: Tx) -> list[MarkHit]:
-        scored = tx.marks.score(memory.workspace, query.about, states, now, reinforced_since=since)
+        # Under the subject prefix, or saying a word of the query.
+        scored = tx.marks.score(workspace, query.about, states, now, reinforced_since=since)
+        said = memory.mark_text.search(tx, workspace, query.about)
+        seen = {s.mark_id for s in scored}
+        if said:
+            scored += [
+                s
+                for s in tx.marks.score_among(said, workspace, states, now, reinforced_since=since)
+                if s.mark_id not in seen
+            ]
         strong = [s for s in scored if s.value >= query.min_strength]
         strong.sort(key=lambda s: (s.value, s.last_reinforced_at), reverse=True)
         best = strong[: query.limit]

@@ -34,6 +34,16 @@ def fingerprint(subject: str, observation: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class MarkText:
+    """What a mark says, for indexing its words."""
+
+    id: str
+    workspace_id: str
+    observation: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Scored:
     """A mark's current strength, read without the rest of the mark."""
 
@@ -162,10 +172,38 @@ class Marks:
         read (no JSON), so ranking many marks stays cheap; fetch the winners with
         :meth:`get_many`."""
         rows = self._matching(_SCORING_COLUMNS, workspace, prefix, states, reinforced_since)
+        return self._scored(rows, now)
+
+    def score_among(
+        self,
+        mark_ids: Sequence[str],
+        workspace: str,
+        states: Sequence[str],
+        now: datetime,
+        reinforced_since: datetime | None = None,
+    ) -> list[Scored]:
+        """Like :meth:`score`, for the marks with these ids. Looked up by primary key alone
+        (then filtered here), so no plan can scan a whole workspace for a few ids."""
+        columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state)
+        rows: list[Any] = []
+        for start in range(0, len(mark_ids), 500):  # bounded IN lists
+            chunk = mark_ids[start : start + 500]
+            rows += self.connection.execute(select(*columns).where(marks.c.id.in_(chunk))).all()
+        kept = [
+            tuple(row)[: len(_SCORING_COLUMNS)]
+            for row in rows
+            if row.workspace_id == workspace
+            and row.state in states
+            and (reinforced_since is None or row.last_reinforced_at >= reinforced_since)
+        ]
+        return self._scored(kept, now)
+
+    def _scored(self, rows: Sequence[Any], now: datetime) -> list[Scored]:
+        """Strength at ``now`` of rows holding the ``_SCORING_COLUMNS``."""
         boosts = {
             mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
             for mark_id, found in self.reinforcements_of(
-                [row.id for row in rows if row.reinforcement_count]
+                [row[0] for row in rows if row[5]]  # id, if reinforcement_count
             ).items()
         }
         scored = []
@@ -176,6 +214,29 @@ class Marks:
                 Scored(mark_id, value, last_reinforced, initial, half_life, first_observed, parts)
             )
         return scored
+
+    # -- the text of every mark, for the free-text index (daemon.services.mark_text) -------
+
+    def count_all(self) -> int:
+        return int(self.connection.execute(select(func.count()).select_from(marks)).scalar_one())
+
+    def all_ids(self) -> set[str]:
+        return set(self.connection.execute(select(marks.c.id)).scalars())
+
+    def texts_created_since(self, instant: datetime) -> list[MarkText]:
+        return self._texts(marks.c.created_at >= instant)
+
+    def texts_of(self, mark_ids: Sequence[str]) -> list[MarkText]:
+        found: list[MarkText] = []
+        for start in range(0, len(mark_ids), 500):  # bounded IN lists
+            found += self._texts(marks.c.id.in_(mark_ids[start : start + 500]))
+        return found
+
+    def _texts(self, where: ColumnElement[bool]) -> list[MarkText]:
+        query = select(
+            marks.c.id, marks.c.workspace_id, marks.c.observation, marks.c.created_at
+        ).where(where)
+        return [MarkText(*row) for row in self.connection.execute(query)]
 
     def same_observations(self, keys: Iterable[ObservationKey]) -> dict[ObservationKey, Mark]:
         """For each key, the oldest active or withered mark saying that (found by

@@ -30,8 +30,9 @@ from typing import Any
 
 import httpx
 import pytest
-from daemon_process import DaemonHome, running
 from observations import observation
+
+from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 

@@ -17,12 +17,13 @@ import httpx
 import pytest
 import requests
 import schemathesis
-from daemon_process import DaemonHome, running
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import BaseSchema, Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
+
+from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 

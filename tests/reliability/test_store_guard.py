@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from daemon_process import CAMBIUM, DaemonHome, running
 from observations import observation
+
+from daemon.testing import CAMBIUM, DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 

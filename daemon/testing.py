@@ -1,5 +1,6 @@
-"""Run the real daemon (``cambium run``) as a subprocess on a private home directory,
-and talk to it over its real Unix socket."""
+"""The real daemon (``cambium run``) as a subprocess on a private home directory, talked to
+over its real Unix socket: the one harness the tests and the benchmarks start a daemon with
+(and one anyone testing against Cambium can use). Imports nothing else of ours."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import httpx
 
@@ -29,6 +31,7 @@ class DaemonHome:
     ingress_config: str = ""
     db_url: str | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    startup_seconds: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         for directory in ("memory/long-term", "memory/daily", "memory/compost"):
@@ -39,6 +42,10 @@ class DaemonHome:
     @property
     def run_dir(self) -> Path:
         return self.root / "run"
+
+    @property
+    def substrate(self) -> Path:
+        return self.root / "memory" / "long-term"
 
     @property
     def socket(self) -> Path:
@@ -78,7 +85,7 @@ grace_period = 5
         env["CAMBIUM_CONFIG"] = str(self.config)
         return env
 
-    def start(self, timeout: float = 20.0) -> None:
+    def start(self, timeout: float = 30.0) -> None:
         assert self.process is None, "already running"
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
@@ -87,17 +94,18 @@ grace_period = 5
                 stderr=subprocess.STDOUT,
                 env=self.env(),
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        while time.monotonic() < started + timeout:
             if self.process.poll() is not None:
                 raise AssertionError(f"daemon exited {self.process.returncode}:\n{self.log_text()}")
             if self.socket.exists():
                 try:
                     if self.get("/v1/health").status_code == 200:
+                        self.startup_seconds = time.monotonic() - started
                         return
                 except httpx.TransportError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.005)
         self.stop(signal.SIGKILL)
         raise AssertionError(f"daemon not ready in {timeout}s:\n{self.log_text()}")
 
@@ -107,6 +115,31 @@ grace_period = 5
         code = self.process.wait(timeout)
         self.process = None
         return code
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop cleanly (SIGTERM); kill it if it does not stop within the timeout."""
+        if self.process is None:
+            return
+        try:
+            self.stop(signal.SIGTERM, timeout=30)
+        except subprocess.TimeoutExpired:
+            self.stop(signal.SIGKILL)
+
+    def rss_mb(self) -> float:
+        """The daemon's resident set size from /proc (Linux), in MiB."""
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="ascii")
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+        return int(kib) / 1024
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -142,6 +175,7 @@ def curl_available() -> bool:
 
 @contextmanager
 def running(home: DaemonHome) -> Iterator[DaemonHome]:
+    """Started, and killed (SIGKILL) afterwards if a test left it running."""
     home.start()
     try:
         yield home

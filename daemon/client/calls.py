@@ -1,0 +1,315 @@
+"""Each API operation as a :class:`Call` (what to send, how to read the answer), shared by
+the sync and the async client, so the two differ only in how they wait for the network."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from daemon.client.errors import (
+    CambiumError,
+    NotReachable,
+    OutcomeUnknown,
+    Rejected,
+    error_for,
+)
+from daemon.client.models import (
+    ContextBlock,
+    Emitted,
+    Health,
+    Recall,
+    Retried,
+    Reviewed,
+    Seed,
+    StoredSignal,
+)
+from daemon.core.errors import FieldError
+from daemon.core.signal import Signal, SignalRejected
+
+T = TypeVar("T")
+
+# Seconds the daemon gets to answer, on top of any delivery wait the call asks for.
+ANSWER_SECONDS = 10.0
+# The API's ceiling for ``?wait=``.
+MAX_WAIT_SECONDS = 30.0
+# The daemon itself waits up to this long for a review to be applied.
+REVIEW_SECONDS = 10.0
+SECONDS_PER_DAY = 86_400.0
+
+
+def new_idempotency_key() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    read: Callable[[Any], T]
+    params: dict[str, Any] | None = None
+    body: Any = None
+    wait: float = 0.0  # seconds the daemon may spend on deliveries before answering
+    idempotency_key: str | None = None  # set on writes: a lost answer is OutcomeUnknown
+
+
+def _model(model: type[BaseModel]) -> Callable[[Any], Any]:
+    return model.model_validate
+
+
+def _segment(value: str) -> str:
+    """``value`` as one path segment: an id cannot reach another route."""
+    return quote(value, safe="")
+
+
+def _query(**values: Any) -> dict[str, Any]:
+    params = {}
+    for key, value in values.items():
+        if value is None or value is False:
+            continue
+        if isinstance(value, list | tuple):
+            value = ",".join(value)
+        params[key] = "true" if value is True else value
+    return params
+
+
+# -- reads -------------------------------------------------------------------------------
+
+
+def health() -> Call[Health]:
+    return Call("GET", "/v1/health", _model(Health))
+
+
+def signal(signal_id: str) -> Call[StoredSignal]:
+    return Call("GET", f"/v1/signals/{_segment(signal_id)}", _model(StoredSignal))
+
+
+def recall(
+    about: str,
+    layers: Sequence[str] | None,
+    horizon: str | None,
+    min_strength: float | None,
+    limit: int | None,
+    include_withered: bool,
+    workspace: str | None,
+) -> Call[Recall]:
+    params = _query(
+        about=about,
+        layers=layers,
+        horizon=horizon,
+        min_strength=min_strength,
+        limit=limit,
+        include_withered=include_withered,
+        workspace=workspace,
+    )
+    return Call("GET", "/v1/recall", _model(Recall), params=params | {"about": about})
+
+
+def context(
+    about: str,
+    max_chars: int,
+    layers: Sequence[str] | None,
+    horizon: str | None,
+    min_strength: float | None,
+    limit: int | None,
+    workspace: str | None,
+) -> Call[ContextBlock]:
+    params = _query(
+        max_chars=max_chars,
+        layers=layers,
+        horizon=horizon,
+        min_strength=min_strength,
+        limit=limit,
+        workspace=workspace,
+    )
+    return Call("GET", "/v1/context", _model(ContextBlock), params=params | {"about": about})
+
+
+_SEEDS = TypeAdapter(list[Seed])
+
+
+def seeds(state: str | None) -> Call[list[Seed]]:
+    return Call("GET", "/v1/seeds", _SEEDS.validate_python, params=_query(state=state))
+
+
+# -- writes ------------------------------------------------------------------------------
+
+
+def emit(signal: dict[str, Any], wait: float) -> Call[Emitted]:
+    """Store ``signal`` (checked here first, so bad input fails the same whether or not the
+    daemon runs). Without an ``idempotency_key`` it gets a fresh one."""
+    signal = {"idempotency_key": new_idempotency_key()} | {
+        k: v for k, v in signal.items() if v is not None
+    }
+    try:
+        Signal.parse(signal)
+    except SignalRejected as exc:
+        raise Rejected(422, str(exc), exc.errors) from None
+    key = signal["idempotency_key"]
+
+    def read(body: Any) -> Emitted:
+        return Emitted.model_validate(body | {"idempotency_key": key})
+
+    params = {"wait": _bounded_wait(wait)} if wait else None
+    return Call("POST", "/v1/signals", read, params, signal, wait, key)
+
+
+def build_signal(
+    signal_type: str,
+    payload: dict[str, Any],
+    *,
+    source_id: str,
+    source_layer: str | None = None,
+    intensity: float | None = None,
+    decay_days: float | None = None,
+    affinity: Sequence[str] | None = None,
+    workspace: str | None = None,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "type": signal_type,
+        "source_id": source_id,
+        "source_layer": source_layer,
+        "payload": payload,
+        "intensity": intensity,
+        "decay_rate": decay_days * SECONDS_PER_DAY if decay_days is not None else None,
+        "affinity": list(affinity) if affinity else None,
+        "workspace_id": workspace,
+        "idempotency_key": idempotency_key,
+    }
+
+
+def observation_payload(
+    subject: str,
+    observation: str,
+    evidence: dict[str, Any] | None,
+    source_id: str,
+    substrate_refs: Sequence[str] | None,
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "subject": subject,
+        "observation": observation,
+        "evidence": evidence or {"note": f"observed by {source_id}"},
+    }
+    if substrate_refs:
+        payload["substrate_refs"] = list(substrate_refs)
+    return payload
+
+
+def note_payload(text: str, day: date | str | None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"text": text}
+    if day is not None:
+        payload["date"] = day if isinstance(day, str) else day.isoformat()
+    return payload
+
+
+def seed_payload(
+    subject: str, proposed_change: str, target_file: str, based_on_marks: Sequence[str] | None
+) -> dict[str, Any]:
+    return {
+        "subject": subject,
+        "proposed_change": proposed_change,
+        "target_file": target_file,
+        "based_on_marks": list(based_on_marks or []),
+    }
+
+
+def retry(signal_id: str, wait: float) -> Call[Retried]:
+    """Deliver a signal's dead deliveries again. Its id is its key: a repeat revives
+    nothing new (409 when none is dead)."""
+    params = {"wait": _bounded_wait(wait)} if wait else None
+    path = f"/v1/signals/{_segment(signal_id)}/retry"
+    return Call("POST", path, _model(Retried), params, None, wait, signal_id)
+
+
+def review(
+    seed_id: str, decision: str, reviewer: str, idempotency_key: str | None
+) -> Call[Reviewed]:
+    key = idempotency_key or new_idempotency_key()
+    body = {"decision": decision, "reviewer": reviewer, "idempotency_key": key}
+    path = f"/v1/seeds/{_segment(seed_id)}/review"
+    return Call("POST", path, _model(Reviewed), None, body, REVIEW_SECONDS, key)
+
+
+def governance(
+    path: str, body: dict[str, Any], idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    """A correction, retraction, forget or review undo: POST ``body`` to ``path``; the answer
+    is the route's JSON (``signal_id`` and the changed records)."""
+    key = idempotency_key or new_idempotency_key()
+    return Call("POST", path, dict, None, body | {"idempotency_key": key}, REVIEW_SECONDS, key)
+
+
+def correct(
+    mark_id: str, text: str, reason: str, by: str, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    body = {"text": text, "reason": reason, "by": by}
+    return governance(f"/v1/marks/{_segment(mark_id)}/correct", body, idempotency_key)
+
+
+def retract(
+    mark_id: str, reason: str, by: str, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    body = {"reason": reason, "by": by}
+    return governance(f"/v1/marks/{_segment(mark_id)}/retract", body, idempotency_key)
+
+
+def forget(
+    target: dict[str, str], reason: str, by: str, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    return governance("/v1/forget", target | {"reason": reason, "by": by}, idempotency_key)
+
+
+def undo_review(seed_id: str, reviewer: str, idempotency_key: str | None) -> Call[dict[str, Any]]:
+    path = f"/v1/seeds/{_segment(seed_id)}/undo"
+    return governance(path, {"reviewer": reviewer}, idempotency_key)
+
+
+def _bounded_wait(wait: float) -> float:
+    if not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise Rejected(
+            422,
+            f"wait: must be 0..{MAX_WAIT_SECONDS:g} seconds",
+            [FieldError(field="wait", message=f"must be 0..{MAX_WAIT_SECONDS:g} seconds")],
+        )
+    return wait
+
+
+# -- answers -----------------------------------------------------------------------------
+
+# Failures before the request left: nothing can have been stored.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def failure(call: Call[Any], exc: httpx.TransportError, where: str) -> CambiumError:
+    """The error for a call whose answer never came."""
+    if isinstance(exc, _NOT_SENT):
+        return NotReachable(f"daemon not reachable at {where} — start it with `cambium run`")
+    if call.idempotency_key is None:
+        return NotReachable(f"the daemon at {where} did not answer ({type(exc).__name__})")
+    return OutcomeUnknown(
+        f"sent to the daemon at {where}, but no answer came ({type(exc).__name__}); "
+        f"it may be stored: send it again with idempotency key {call.idempotency_key}",
+        call.idempotency_key,
+    )
+
+
+def answer(call: Call[T], response: httpx.Response) -> T:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"detail": response.text.strip() or response.reason_phrase}
+    if response.is_success:
+        return call.read(body)
+    detail = str(body.get("detail", body)) if isinstance(body, dict) else str(body)
+    raw_errors = body.get("errors") if isinstance(body, dict) else None
+    errors = [
+        FieldError(field=str(e["field"]), message=str(e["message"])) for e in raw_errors or []
+    ]
+    raise error_for(response.status_code, detail, errors)

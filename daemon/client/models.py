@@ -1,0 +1,145 @@
+"""Typed answers of the daemon's API. Unknown fields are kept (a newer daemon may add some),
+so ``model_dump(mode="json", by_alias=True)`` gives back what the daemon said."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class Emitted(_Answer):
+    """A signal the daemon has stored durably."""
+
+    id: str
+    duplicate: bool  # true: this idempotency key (or id) was already stored; nothing new
+    idempotency_key: str | None = None  # the key it was sent with
+    deliveries: dict[str, str] | None = None  # receptor -> status, when the call waited
+
+    @property
+    def dead(self) -> list[str]:
+        """Receptors whose delivery failed for good (see :meth:`Client.signal`)."""
+        return [r for r, status in (self.deliveries or {}).items() if status == "dead"]
+
+    @property
+    def pending(self) -> list[str]:
+        return [r for r, status in (self.deliveries or {}).items() if status == "pending"]
+
+
+class Delivery(_Answer):
+    receptor: str
+    status: str
+    attempts: int
+    last_error: str | None = None
+    next_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+
+
+class StoredSignal(_Answer):
+    id: str
+    type: str
+    signal_class: str = Field(alias="class")
+    source_layer: str
+    source_id: str
+    workspace_id: str | None
+    intensity: float
+    decay_rate: float
+    payload: dict[str, Any]
+    affinity: list[str]
+    emitted_at: datetime
+    idempotency_key: str | None = None
+    stored_at: datetime | None = None
+    deliveries: list[Delivery] = []
+
+
+class Retried(_Answer):
+    id: str
+    revived: list[str]
+    deliveries: dict[str, str] | None = None
+
+
+class MarkItem(_Answer):
+    id: str
+    subject: str
+    observation: str
+    current_strength: float
+    state: str
+    observed_by: str
+    first_observed_at: datetime
+    last_reinforced_at: datetime
+    reinforcement_count: int
+    evidence: dict[str, Any]
+
+
+class SubstrateItem(_Answer):
+    file: str
+    excerpt: str
+    reason: str
+
+
+class DailyItem(_Answer):
+    date: str
+    excerpt: str
+    line_range: tuple[int, int]
+
+
+class CompostItem(_Answer):
+    template_id: str
+    learning: str
+    source_agent_count: int
+
+
+class Recall(_Answer):
+    substrate: list[SubstrateItem]
+    marks: list[MarkItem]
+    daily: list[DailyItem]
+    compost: list[CompostItem]
+    summary: str | None = None
+
+
+class ContextBlock(_Answer):
+    """Prompt-ready text: whole items inside an untrusted-data envelope, at most
+    ``max_chars`` long."""
+
+    text: str
+    included: int  # items in the block
+    left_out: int  # items that matched but did not fit
+    max_chars: int
+
+
+class Seed(_Answer):
+    id: str
+    subject: str
+    proposed_change: str
+    target_file: str
+    based_on_marks: list[str]
+    planted_at: datetime
+    planted_by: str
+    state: str
+    reviewed_at: datetime | None = None
+    reviewed_by: str | None = None
+
+
+class Reviewed(Seed):
+    signal_id: str  # the memory.seed_reviewed signal that carried the decision
+
+
+class ReceptorInfo(_Answer):
+    key: str
+    binds: list[str]
+
+
+class Health(_Answer):
+    status: str
+    version: str
+    uptime_seconds: float
+    workspace: str
+    receptors: list[ReceptorInfo]
+    deliveries: dict[str, int]
+    rhythms: dict[str, datetime | None]
+    substrate: dict[str, list[str]]

@@ -1,0 +1,1 @@
+"""Loom: a local web inspector of the memory, served by the daemon under ``/loom``."""

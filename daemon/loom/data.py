@@ -1,0 +1,250 @@
+"""Everything Loom reads from the store, in one place.
+
+Loom never writes the store: what it changes, it changes through signals on the bus. Each
+function here reads through the repositories of one transaction (:class:`~daemon.store.Tx`),
+or, for the views only Loom has (substring search, citations of a day, filter menus), the
+tables themselves; :class:`LoomData` runs them on the store's reader pool for one workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from sqlalchemy import String, cast, exists, func, or_, select
+
+from daemon.core.records import Mark, Reinforcement, Seed
+from daemon.core.strength import current_strength
+from daemon.core.subjects import normalize_subject
+from daemon.store import Store, Tx
+from daemon.store.marks import marks, reinforcements
+from daemon.store.seeds import seeds
+from daemon.store.signal_log import DeliveryCounts, deliveries, signals
+from daemon.store.sql import escape_like
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MarkFilter:
+    text: str = ""  # case-insensitive substring of the subject or the observation
+    prefix: str = ""  # the subject starts with this (plain prefix: user.foo finds user.food)
+    states: tuple[str, ...] = ()  # empty: every state
+    observed_by: str = ""
+
+
+@dataclass(frozen=True)
+class SignalFilter:
+    signal_type: str = ""
+    status: str = ""  # a delivery status, or "unrouted"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class MarkWithHistory:
+    mark: Mark
+    reinforcements: list[Reinforcement]
+    seeds: list[Seed]  # seeds based on this mark: its promotion history
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A mark (or one of its reinforcements) that cites lines of a daily file."""
+
+    mark: Mark
+    line_range: tuple[int, int]
+    reinforced_at: datetime | None  # None: the mark's own evidence
+
+
+def search_marks(
+    tx: Tx, workspace: str, wanted: MarkFilter, now: datetime, limit: int
+) -> tuple[list[tuple[Mark, float]], int]:
+    """The ``limit`` strongest marks matching ``wanted`` with their strength at ``now``,
+    and how many match in all. Every match is ranked from the few columns strength needs;
+    only the winners are read in full."""
+    query = select(
+        marks.c.id,
+        marks.c.initial_strength,
+        marks.c.half_life_days,
+        marks.c.first_observed_at,
+        marks.c.last_reinforced_at,
+        marks.c.reinforcement_count,
+    ).where(marks.c.workspace_id == workspace)
+    if wanted.text:
+        pattern = "%" + escape_like(wanted.text.lower()) + "%"
+        query = query.where(
+            or_(
+                func.lower(marks.c.observation).like(pattern, escape="\\"),
+                func.lower(marks.c.subject).like(pattern, escape="\\"),
+            )
+        )
+    prefix = normalize_subject(wanted.prefix)
+    if prefix:
+        query = query.where(marks.c.subject.like(escape_like(prefix) + "%", escape="\\"))
+    if wanted.states:
+        query = query.where(marks.c.state.in_(wanted.states))
+    if wanted.observed_by:
+        query = query.where(marks.c.observed_by == wanted.observed_by)
+    rows = tx.connection.execute(query).all()
+    boosts = tx.marks.reinforcements_of([row.id for row in rows if row.reinforcement_count])
+    scored = []
+    for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
+        parts = [
+            (r.reinforced_at, r.strength_delta)
+            for r in boosts.get(mark_id, [])
+            if r.reinforced_at <= now
+        ]
+        value = current_strength(initial, half_life, first_observed, parts, now)
+        scored.append((value, last_reinforced, mark_id))
+    scored.sort(reverse=True)
+    best = scored[:limit]
+    found = tx.marks.get_many([mark_id for _, _, mark_id in best])
+    return [(m, value) for m, (value, _, _) in zip(found, best, strict=True)], len(rows)
+
+
+def observers(tx: Tx, workspace: str) -> list[str]:
+    query = select(marks.c.observed_by).distinct().where(marks.c.workspace_id == workspace)
+    return sorted(tx.connection.execute(query).scalars())
+
+
+def mark_with_history(tx: Tx, mark_id: str) -> MarkWithHistory | None:
+    mark = tx.marks.get(mark_id)
+    if mark is None:
+        return None
+    boosts = tx.marks.reinforcements_of([mark_id]).get(mark_id, [])
+    # based_on_marks is a JSON list; its text holds the quoted id (ids have no quotes).
+    based = cast(seeds.c.based_on_marks, String).like(f'%"{escape_like(mark_id)}"%', escape="\\")
+    rows = tx.connection.execute(
+        select(seeds).where(seeds.c.workspace_id == mark.workspace_id, based)
+    ).all()
+    cited_by = [s for s in (Seed.from_row(r._mapping) for r in rows) if mark_id in s.based_on_marks]
+    return MarkWithHistory(mark, boosts, cited_by)
+
+
+def citations_of_day(tx: Tx, workspace: str, daily_file: str) -> list[Citation]:
+    """Marks whose evidence, or a reinforcement's, cites lines of ``daily_file``."""
+    needle = f'%"{escape_like(daily_file)}"%'
+    cites = cast(marks.c.evidence, String).like(needle, escape="\\")
+    reinforced_cites = exists().where(
+        reinforcements.c.mark_id == marks.c.id,
+        cast(reinforcements.c.evidence, String).like(needle, escape="\\"),
+    )
+    rows = tx.connection.execute(
+        select(marks).where(marks.c.workspace_id == workspace, or_(cites, reinforced_cites))
+    ).all()
+    found = [Mark.from_row(r._mapping) for r in rows]
+    boosts = tx.marks.reinforcements_of([m.id for m in found])
+    citations: list[Citation] = []
+    for mark in found:
+        if (lines := _cited_lines(mark.evidence, daily_file)) is not None:
+            citations.append(Citation(mark, lines, None))
+        for boost in boosts.get(mark.id, []):
+            if (lines := _cited_lines(boost.evidence, daily_file)) is not None:
+                citations.append(Citation(mark, lines, boost.reinforced_at))
+    return citations
+
+
+def _cited_lines(evidence: dict[str, Any], daily_file: str) -> tuple[int, int] | None:
+    line_range = evidence.get("line_range")
+    if evidence.get("daily_file") != daily_file or not line_range:
+        return None
+    return int(line_range[0]), int(line_range[1])
+
+
+def seeds_pending_first(tx: Tx, workspace: str) -> list[Seed]:
+    found = tx.seeds.listing(workspace)
+    return sorted(found, key=lambda s: s.state != "pending")  # stable: newest first within
+
+
+def list_signals(tx: Tx, wanted: SignalFilter, limit: int) -> list[dict[str, Any]]:
+    """Newest first, each with its deliveries."""
+    query = select(signals.c.id, signals.c.type, signals.c.source_id, signals.c.stored_at).order_by(
+        signals.c.stored_at.desc(), signals.c.id.desc()
+    )
+    if wanted.signal_type:
+        query = query.where(signals.c.type == wanted.signal_type)
+    if wanted.source:
+        query = query.where(signals.c.source_id == wanted.source)
+    if wanted.status == "unrouted":
+        query = query.where(~exists().where(deliveries.c.signal_id == signals.c.id))
+    elif wanted.status:
+        query = query.where(
+            exists().where(
+                deliveries.c.signal_id == signals.c.id, deliveries.c.status == wanted.status
+            )
+        )
+    rows = tx.connection.execute(query.limit(limit)).all()
+    by_signal: dict[str, list[dict[str, Any]]] = {row.id: [] for row in rows}
+    if by_signal:
+        for d in tx.connection.execute(
+            select(deliveries.c.signal_id, deliveries.c.receptor, deliveries.c.status)
+            .where(deliveries.c.signal_id.in_(list(by_signal)))
+            .order_by(deliveries.c.id)
+        ):
+            by_signal[d.signal_id].append({"receptor": d.receptor, "status": d.status})
+    return [dict(row._mapping) | {"deliveries": by_signal[row.id]} for row in rows]
+
+
+def signal_facets(tx: Tx) -> dict[str, list[str]]:
+    """The signal types and sources stored, for the filter menus."""
+    distinct = tx.connection.execute
+    return {
+        "types": sorted(distinct(select(signals.c.type).distinct()).scalars()),
+        "sources": sorted(distinct(select(signals.c.source_id).distinct()).scalars()),
+    }
+
+
+class LoomData:
+    """The queries above, run on the store's reader pool for one workspace."""
+
+    def __init__(self, store: Store, workspace: str) -> None:
+        self.store = store
+        self.workspace = workspace
+
+    async def _read(self, query: Callable[[Tx], T]) -> T:
+        return await self.store.read(query)
+
+    async def search_marks(
+        self, wanted: MarkFilter, now: datetime, limit: int
+    ) -> tuple[list[tuple[Mark, float]], int]:
+        return await self._read(
+            partial(search_marks, workspace=self.workspace, wanted=wanted, now=now, limit=limit)
+        )
+
+    async def observers(self) -> list[str]:
+        return await self._read(partial(observers, workspace=self.workspace))
+
+    async def mark(self, mark_id: str) -> MarkWithHistory | None:
+        found = await self._read(partial(mark_with_history, mark_id=mark_id))
+        return found if found is not None and found.mark.workspace_id == self.workspace else None
+
+    async def citations_of_day(self, daily_file: str) -> list[Citation]:
+        return await self._read(
+            partial(citations_of_day, workspace=self.workspace, daily_file=daily_file)
+        )
+
+    async def seeds(self) -> list[Seed]:
+        return await self._read(partial(seeds_pending_first, workspace=self.workspace))
+
+    async def seed(self, seed_id: str) -> Seed | None:
+        return await self._read(lambda tx: tx.seeds.get(seed_id, self.workspace))
+
+    async def marks(self, mark_ids: Sequence[str]) -> list[Mark]:
+        return await self._read(lambda tx: tx.marks.get_many(mark_ids))
+
+    async def signals(self, wanted: SignalFilter, limit: int) -> list[dict[str, Any]]:
+        return await self._read(partial(list_signals, wanted=wanted, limit=limit))
+
+    async def signal_facets(self) -> dict[str, list[str]]:
+        return await self._read(signal_facets)
+
+    async def signal(self, signal_id: str) -> dict[str, Any] | None:
+        """The signal as the API shows it (``GET /v1/signals/{id}``)."""
+        found = await self._read(lambda tx: tx.signals.get(signal_id))
+        return None if found is None else found.to_json()
+
+    async def open_delivery_counts(self) -> DeliveryCounts:
+        return await self._read(lambda tx: tx.signals.open_counts())

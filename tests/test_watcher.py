@@ -1,0 +1,41 @@
+"""The substrate watcher, on real directories with watchfiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from daemon.files.substrate import Substrate
+from daemon.files.watcher import watch_substrate
+
+PATIENCE = 30.0  # seconds to wait for the watcher to notice (a bound, not a timing check)
+
+
+async def eventually_found(substrate: Substrate, path: Path) -> bool:
+    with anyio.move_on_after(PATIENCE):
+        while path not in substrate.files():  # noqa: ASYNC110 (no event says the cache is fresh)
+            await anyio.sleep(0.05)
+        return True
+    return False
+
+
+@pytest.mark.asyncio
+async def test_a_substrate_directory_created_after_the_start_is_watched(tmp_path: Path) -> None:
+    """Issue 11, finding 15: a directory missing at the start was never watched, so files
+    written into it later stayed invisible until a restart."""
+    entry = tmp_path / "memory" / "long-term"
+    substrate = Substrate([entry])
+    assert substrate.files() == []  # cached: nothing there
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(lambda: watch_substrate(substrate, stop, recheck=0.2))
+        await anyio.sleep(0.3)  # let the watcher settle on "nothing to watch"
+        entry.mkdir(parents=True)
+        (entry / "food.md").write_text("# Food\n")
+        assert await eventually_found(substrate, entry / "food.md")
+        # And it is watched now: a file added later is seen too.
+        (entry / "sleep.md").write_text("# Sleep\n")
+        assert await eventually_found(substrate, entry / "sleep.md")
+        stop.set()
