@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -36,7 +37,7 @@ def layers(store: Store, root: Path) -> Layers:
         daily=DailyLog(root / "daily"),
         compost=Compost(root / "compost"),
         workspace="default",
-        zone=__import__("zoneinfo").ZoneInfo("UTC"),
+        zone=ZoneInfo("UTC"),
     )
 
 
@@ -287,3 +288,25 @@ async def test_forget_one_mark_takes_its_corrections_with_it(store: Store, tmp_p
     [tombstone] = store.read_sync(lambda tx: tx.tombstones.listing("default"))
     assert (tombstone.target_kind, tombstone.marks_erased) == ("mark", 2)
     assert [m["id"] for m in recalled(store, tmp_path, "user.health")] == [kept.id]
+
+
+@pytest.mark.asyncio
+async def test_free_text_no_longer_finds_a_forgotten_mark(store: Store, tmp_path: Path) -> None:
+    """The daemon's in-memory text index drops what was forgotten: the same long-lived
+    layers that found the mark by a word of its text find nothing afterwards, even when
+    the history is asked for."""
+    memory = layers(store, tmp_path)
+    at = T0 + timedelta(hours=2)
+
+    def search(**options: Any) -> list[str]:
+        query = RecallQuery(about="migraines", layers=("marks",), **options)
+        return [h.mark.id for h in recall(query, memory, at).marks]
+
+    async with bus_for(store) as bus:
+        mark = await observe(bus, store, "user.health.migraine", SECRET_TEXT)
+        assert search() == [mark.id]
+        forget = make_signal("memory.forget", {"subject": "user.health", "reason": "private"})
+        assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
+    assert search() == []
+    assert search(include_history=True) == []
+    assert not memory.mark_text._index.scores("migraines")

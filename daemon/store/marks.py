@@ -220,6 +220,11 @@ class Marks:
     def count_all(self) -> int:
         return int(self.connection.execute(select(func.count()).select_from(marks)).scalar_one())
 
+    def forgotten_ids(self) -> set[str]:
+        """Marks whose text ``memory.forget`` erased (through the state index)."""
+        query = select(marks.c.id).where(marks.c.state == "forgotten")
+        return set(self.connection.execute(query).scalars())
+
     def all_ids(self) -> set[str]:
         return set(self.connection.execute(select(marks.c.id)).scalars())
 
