@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 APP = "cambium"
 _STORE_URL = re.compile(r"^(sqlite|postgresql)(\+[a-z0-9_]+)?://")
 CONFIG_ENV = "CAMBIUM_CONFIG"
+DIGEST = "seed_digest"  # the bundled weekly rhythm that ``seeds.digest`` turns off
 
 
 class ConfigError(ValueError):
@@ -188,6 +189,12 @@ class LLMConfig(_Section):
         return self
 
 
+class SeedsConfig(_Section):
+    wither_days: float = Field(30, gt=0, le=36_500)  # a pending seed this old withers
+    undo_hours: float = Field(24, ge=0, le=8_760)  # a review can be undone this long
+    digest: bool = True  # the weekly seed digest rhythm (Sunday 18:00)
+
+
 class CompostConfig(_Section):
     templates: list[str] | None = None  # read only these template ids; None = all
 
@@ -228,6 +235,7 @@ class Config(_Section):
     consolidation: ConsolidationConfig = ConsolidationConfig()
     llm: LLMConfig = LLMConfig()
     compost: CompostConfig = CompostConfig()
+    seeds: SeedsConfig = SeedsConfig()
     rhythms: RhythmsConfig = RhythmsConfig()
     recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()
@@ -242,7 +250,10 @@ class Config(_Section):
         from rhythms.template import RhythmTemplateError, bundled_templates, load_template
 
         try:
-            templates = bundled_templates(self.timezone) + [
+            bundled = [
+                t for t in bundled_templates(self.timezone) if self.seeds.digest or t.name != DIGEST
+            ]
+            templates = bundled + [
                 load_template(path, self.timezone) for path in self.rhythms.templates
             ]
         except RhythmTemplateError as exc:

@@ -97,7 +97,11 @@ async def _serve(
         await stack.enter_async_context(bus)
         scheduler = RhythmScheduler(templates, bus.emit, store, clock=clock)
         services = Services(
-            bus=bus, layers=memory, clock=clock, next_fires=lambda: scheduler.rhythms
+            bus=bus,
+            layers=memory,
+            clock=clock,
+            next_fires=lambda: scheduler.rhythms,
+            seed_rules=config.seeds,
         )
         app = BodyLimit(create_app(services), config.ingress.max_request_bytes)
         servers: list[uvicorn.Server] = []

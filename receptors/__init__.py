@@ -4,7 +4,9 @@ services and everything below them; never the API, the CLI or the process.
 | signal type                                   | receptor (key)                |
 |-----------------------------------------------|-------------------------------|
 | ``memory.observation``                        | observation                   |
-| ``memory.seed_planted``, ``memory.seed_reviewed`` | seeds                     |
+| ``memory.seed_planted``, ``memory.seed_reviewed``, ``memory.seed_review_undone`` | seeds |
+| ``memory.mark_corrected``, ``memory.mark_retracted``, ``memory.forget`` | governance |
+| ``memory.seed_digest`` (weekly rhythm)        | digest                        |
 | ``memory.consolidate``                        | consolidation                 |
 | ``memory.daily_note``                         | daily                         |
 """
@@ -17,7 +19,9 @@ from daemon.files.daily import DailyLog
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
 from receptors.daily_note import DailyNoteReceptor
+from receptors.digest import DigestReceptor
 from receptors.extractors import make_extractor
+from receptors.governance import GovernanceReceptor
 from receptors.observation import ObservationReceptor
 from receptors.seeds import SeedReceptor
 
@@ -30,7 +34,9 @@ def build_receptors(config: Config, store: Store, daily: DailyLog) -> list[Recep
             reinforce_delta=config.observation.reinforce_delta,
             similarity=config.observation.similarity,
         ),
-        SeedReceptor(),
+        SeedReceptor(wither_days=config.seeds.wither_days, undo_hours=config.seeds.undo_hours),
+        GovernanceReceptor(store),
+        DigestReceptor(store, daily, zone=config.zone, wither_days=config.seeds.wither_days),
         ConsolidationReceptor(
             store,
             daily,

@@ -1,8 +1,12 @@
-"""``memory.seed_planted`` and ``memory.seed_reviewed``: proposals for the user's substrate.
+"""``memory.seed_planted``, ``memory.seed_reviewed`` and ``memory.seed_review_undone``:
+proposals for the user's substrate.
 
-A seed is stored and reviewed by a named human; it is never applied. Accepting one promotes
-the marks it was based on. Neither this receptor nor anything else in the daemon writes the
-seed's target file, accepted or not."""
+A seed is stored and reviewed by a named human; it is never applied. Planting passes the
+gates (status-shaped, self-referential or secret-carrying text is refused, naming the rule;
+``based_on_marks`` must name standing marks). Accepting one promotes the marks it was based
+on; a review can be undone within ``seeds.undo_hours``; a seed left pending longer than
+``seeds.wither_days`` cannot be reviewed (it withers). Neither this receptor nor anything
+else in the daemon writes the seed's target file, accepted or not."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from typing import ClassVar, Literal
 from daemon.bus import PayloadError, StoreReceptor
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
-from daemon.services.review import ReviewRefused, review
+from daemon.services.review import PlantingRefused, ReviewRefused, check_planting, review, undo
 from daemon.store import Tx
 from receptors.common import Name, Payload, Subject, TargetFile, Text, parse_payload
 
@@ -29,32 +33,55 @@ class SeedReviewed(Payload):
     reviewer: Name
 
 
+class SeedReviewUndone(Payload):
+    seed_id: Name
+    reviewer: Name
+
+
 class SeedReceptor(StoreReceptor):
     key: ClassVar[str] = "seeds"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.seed_planted", "memory.seed_reviewed"})
+    binds: ClassVar[frozenset[str]] = frozenset(
+        {"memory.seed_planted", "memory.seed_reviewed", "memory.seed_review_undone"}
+    )
+
+    def __init__(self, *, wither_days: float = 30, undo_hours: float = 24) -> None:
+        self.wither_days = wither_days
+        self.undo_hours = undo_hours
 
     def apply(self, tx: Tx, signal: Signal) -> None:
         if signal.type == "memory.seed_planted":
-            payload = parse_payload(SeedPlanted, signal.payload)
-            tx.seeds.insert(
-                Seed.planted(
-                    signal,
-                    subject=payload.subject,
-                    proposed_change=payload.proposed_change,
-                    target_file=payload.target_file,
-                    based_on_marks=payload.based_on_marks,
-                )
-            )
+            self._plant(tx, signal)
             return
-        reviewed = parse_payload(SeedReviewed, signal.payload)
         try:
-            review(
-                tx,
-                signal.workspace_id,
-                reviewed.seed_id,
-                reviewed.decision,
-                reviewed.reviewer,
-                signal.emitted_at,
-            )
+            if signal.type == "memory.seed_reviewed":
+                reviewed = parse_payload(SeedReviewed, signal.payload)
+                review(
+                    tx,
+                    signal.workspace_id,
+                    reviewed.seed_id,
+                    reviewed.decision,
+                    reviewed.reviewer,
+                    signal.emitted_at,
+                    self.wither_days,
+                )
+            else:
+                undone = parse_payload(SeedReviewUndone, signal.payload)
+                undo(tx, signal.workspace_id, undone.seed_id, signal.emitted_at, self.undo_hours)
         except ReviewRefused as exc:
             raise PayloadError("seed_id", str(exc)) from None
+
+    def _plant(self, tx: Tx, signal: Signal) -> None:
+        payload = parse_payload(SeedPlanted, signal.payload)
+        try:
+            check_planting(tx, signal.workspace_id, payload.proposed_change, payload.based_on_marks)
+        except PlantingRefused as exc:
+            raise PayloadError(exc.field, str(exc)) from None
+        tx.seeds.insert(
+            Seed.planted(
+                signal,
+                subject=payload.subject,
+                proposed_change=payload.proposed_change,
+                target_file=payload.target_file,
+                based_on_marks=payload.based_on_marks,
+            )
+        )

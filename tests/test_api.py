@@ -235,3 +235,64 @@ async def test_no_page_loads_anything_from_outside(store: Store, tmp_path: Path)
         assert (await api.get("/docs")).status_code == 404
         assert (await api.get("/redoc")).status_code == 404
         assert (await api.get("/openapi.json")).json()["info"]["title"] == "Cambium Memory"
+
+
+@pytest.mark.asyncio
+async def test_correct_retract_and_forget_through_the_api(store: Store, tmp_path: Path) -> None:
+    async with serving(store, tmp_path) as api:
+        stored = (await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})).json()
+        [mark] = (await api.get("/v1/recall", params={"about": "user.food"})).json()["marks"]
+        fix = {"text": "likes fresh figs", "reason": "more precise", "by": "ada"}
+        corrected = await api.post(f"/v1/marks/{mark['id']}/correct", json=fix)
+        assert corrected.status_code == 200, corrected.text
+        new = corrected.json()["mark"]
+        assert corrected.json()["superseded"]["superseded_by"] == new["id"]
+        assert new["supersedes"] == mark["id"] and new["observed_by"] == "ada"
+        again = await api.post(f"/v1/marks/{mark['id']}/correct", json=fix)
+        assert again.status_code == 409 and "already superseded" in again.json()["detail"]
+        missing = await api.post("/v1/marks/mk_nope/retract", json={"reason": "r", "by": "ada"})
+        assert missing.status_code == 404
+        no_reason = await api.post(f"/v1/marks/{new['id']}/retract", json={"by": "ada"})
+        assert no_reason.status_code == 422 and fields(no_reason) == ["reason"]
+        shown = (await api.get("/v1/recall", params={"about": "user.food"})).json()["marks"]
+        assert [m["observation"] for m in shown] == ["likes fresh figs"]
+        history = await api.get(
+            "/v1/recall", params={"about": "user.food", "include_history": "true"}
+        )
+        assert {m["id"]: m["state"] for m in history.json()["marks"]} == {
+            mark["id"]: "superseded",
+            new["id"]: "active",
+        }
+
+        both = {"subject": "user", "mark_id": new["id"], "reason": "r", "by": "ada"}
+        assert (await api.post("/v1/forget", json=both)).status_code == 422
+        forgot = await api.post(
+            "/v1/forget", json={"subject": "user.food", "reason": "private", "by": "ada"}
+        )
+        assert forgot.status_code == 200, forgot.text
+        tombstone = forgot.json()["tombstone"]
+        assert (tombstone["marks_erased"], tombstone["signals_erased"]) == (2, 2)
+        assert (await api.get("/v1/tombstones")).json() == [tombstone]
+        assert (await api.get("/v1/recall", params={"about": "user.food"})).json()["marks"] == []
+        erased = (await api.get(f"/v1/signals/{stored['id']}")).json()
+        assert erased["payload"] == {"forgotten": tombstone["id"]}
+        assert (await api.get("/v1/health")).json()["deliveries"] == {"pending": 0, "dead": 0}
+
+
+@pytest.mark.asyncio
+async def test_a_review_is_undone_through_the_api(store: Store, tmp_path: Path) -> None:
+    plant = {
+        "type": "memory.seed_planted",
+        "source_id": "agent",
+        "payload": {"subject": "user.food", "proposed_change": "x", "target_file": "a.md"},
+    }
+    async with serving(store, tmp_path) as api:
+        assert (await api.post("/v1/seeds/nope/undo", json={"reviewer": "ada"})).status_code == 404
+        await api.post("/v1/signals", json=plant, params={"wait": 5})
+        [seed] = (await api.get("/v1/seeds")).json()
+        early = await api.post(f"/v1/seeds/{seed['id']}/undo", json={"reviewer": "ada"})
+        assert early.status_code == 409 and "no review to undo" in early.json()["detail"]
+        review = {"decision": "rejected", "reviewer": "ada"}
+        await api.post(f"/v1/seeds/{seed['id']}/review", json=review)
+        undone = await api.post(f"/v1/seeds/{seed['id']}/undo", json={"reviewer": "ada"})
+        assert undone.status_code == 200 and undone.json()["state"] == "pending"

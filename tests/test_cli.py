@@ -47,6 +47,7 @@ SEED_KEYS = {
     "state",
     "reviewed_at",
     "reviewed_by",
+    "withered_at",
     "created_at",
     "updated_at",
 }
@@ -112,7 +113,10 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "run", "status", "emit", "db upgrade",
         "memory recall", "memory mark", "memory note", "memory consolidate",
         "memory seeds", "memory seeds accept", "memory seeds reject", "memory substrate",
-        "signals", "signals show", "signals retry", "loom",
+        "signals", "signals show", "signals retry",
+        "memory correct", "memory retract", "memory forget", "memory tombstones",
+        "memory seeds undo", "export", "import",
+        "loom",
         "mcp", "init", "service install", "service uninstall",
     }  # fmt: skip
     # init makes a config (in DIR), and uninstall removes a file whatever config made it.

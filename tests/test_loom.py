@@ -406,7 +406,8 @@ async def test_health_shows_receptors_counts_rhythms_and_substrate(
 ) -> None:
     async with open_loom(store, tmp_path) as loom:
         page = await loom.page("/loom/health")
-        assert "observation" in page and "memory.seed_planted, memory.seed_reviewed" in page
+        binds = "memory.seed_planted, memory.seed_review_undone, memory.seed_reviewed"
+        assert "observation" in page and binds in page
         assert "0 pending" in page and "0 dead" in page
         assert "nightly" in page and "2026-05-20 14:00" in page  # NOW, in Europe/Berlin
         assert "food.md" in page

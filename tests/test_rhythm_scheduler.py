@@ -49,7 +49,7 @@ class Emits:
 
 
 def consolidation(**overrides: Any) -> RhythmTemplate:
-    (bundled,) = bundled_templates("Europe/Berlin")
+    [bundled] = [t for t in bundled_templates("Europe/Berlin") if t.name == "consolidation"]
     return RhythmTemplate.model_validate(bundled.model_dump(by_alias=True) | overrides)
 
 

@@ -57,7 +57,7 @@ def slots(rhythm: RhythmTemplate, after: datetime, count: int) -> list[datetime]
 
 @pytest.fixture
 def consolidation() -> RhythmTemplate:
-    (bundled,) = bundled_templates("Europe/Berlin")
+    [bundled] = [t for t in bundled_templates("Europe/Berlin") if t.name == "consolidation"]
     return bundled
 
 
@@ -75,7 +75,9 @@ def test_bundled_consolidation(consolidation: RhythmTemplate) -> None:
 def test_bundled_consolidation_fires_at_three_in_the_configured_zone() -> None:
     """Issue 11, finding 7: it was fixed to Berlin, 18:00 in Los Angeles, archiving the
     current day there before the evening's notes."""
-    (los_angeles,) = bundled_templates("America/Los_Angeles")
+    [los_angeles] = [
+        t for t in bundled_templates("America/Los_Angeles") if t.name == "consolidation"
+    ]
     assert los_angeles.timezone == "America/Los_Angeles"
     # 03:00 PST on 1 December is 11:00 UTC; it consolidates through 30 November.
     slot = next_slot(los_angeles, utc(2026, 12, 1, 3))

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
-from daemon.api import context, health, recall, seeds, signals
+from daemon.api import context, governance, health, recall, seeds, signals
 from daemon.api.deps import Problem, Services
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
@@ -31,14 +31,14 @@ def create_app(services: Services) -> FastAPI:
     app = FastAPI(
         title="Cambium Memory",
         version=__version__,
-        description="Emit signals, recall memory, review seeds.",
+        description="Emit signals, recall memory, review seeds, correct and forget.",
         # FastAPI's /docs and /redoc pages load their scripts from a CDN; a local daemon makes
         # no outside requests. The schema itself stays at /openapi.json.
         docs_url=None,
         redoc_url=None,
     )
     app.state.services = services
-    for module in (signals, recall, context, seeds, health):
+    for module in (signals, recall, context, seeds, governance, health):
         app.include_router(module.router)
     app.include_router(loom_router(services))
 

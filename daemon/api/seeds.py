@@ -11,15 +11,28 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from daemon.api.deps import Problem, Running, Services, settle
+from daemon.api.deps import (
+    Problem,
+    Running,
+    Services,
+    applied,
+    apply_signal,
+    sent_before,
+    settle,
+)
 from daemon.core.clock import iso
 from daemon.core.records import Seed
-from daemon.services.review import ReviewRefused, reviewable
+from daemon.services.review import ReviewRefused, reviewable, undoable
 from daemon.store import Store
 
 router = APIRouter(prefix="/v1/seeds", tags=["seeds"])
 
 REVIEW_WAIT_SECONDS = 10.0
+
+
+class Undo(BaseModel):
+    reviewer: str = Field(min_length=1, max_length=128)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
 
 
 class Review(BaseModel):
@@ -40,7 +53,7 @@ def seed_json(seed: Seed) -> dict[str, Any]:
 
 @router.get("", summary="Seeds, newest first")
 async def list_seeds(
-    services: Running, state: Literal["pending", "accepted", "rejected"] | None = None
+    services: Running, state: Literal["pending", "accepted", "rejected", "withered"] | None = None
 ) -> list[dict[str, Any]]:
     workspace = services.layers.workspace
     found = await services.bus.store.read(lambda tx: tx.seeds.listing(workspace, state))
@@ -55,10 +68,11 @@ async def review_seed(seed_id: str, review: Review, services: Running) -> JSONRe
 
 async def _review(seed_id: str, review: Review, services: Services) -> JSONResponse:
     store, workspace = services.bus.store, services.layers.workspace
+    now, wither_days = services.clock(), services.seed_rules.wither_days
     key = review.idempotency_key
     signal_id = review_signal_id(key) if key else None
     try:
-        await store.read(lambda tx: reviewable(tx, workspace, seed_id))
+        await store.read(lambda tx: reviewable(tx, workspace, seed_id, now, wither_days))
     except ReviewRefused as exc:
         if exc.status == 409 and signal_id and await _stored(store, signal_id):
             seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
@@ -88,6 +102,27 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
     assert seed is not None
     code = 200 if seed.state != "pending" else 202
     return JSONResponse(seed_json(seed) | {"signal_id": stored.id}, status_code=code)
+
+
+@router.post("/{seed_id}/undo", summary="Undo a seed's review (within seeds.undo_hours)")
+async def undo_review(seed_id: str, body: Undo, services: Running) -> dict[str, Any]:
+    store, workspace = services.bus.store, services.layers.workspace
+    now, hours = services.clock(), services.seed_rules.undo_hours
+    kind, key = "memory.seed_review_undone", body.idempotency_key
+    async with services.reviewing:
+        signal_id = await sent_before(services, kind, key)
+        if signal_id is not None:
+            await applied(services, signal_id, kind, "seeds")
+        else:
+            try:
+                await store.read(lambda tx: undoable(tx, workspace, seed_id, now, hours))
+            except ReviewRefused as exc:
+                raise Problem(exc.status, str(exc)) from None
+            payload = {"seed_id": seed_id, "reviewer": body.reviewer}
+            signal_id = await apply_signal(services, kind, payload, body.reviewer, "seeds", key)
+    seed = await store.read(lambda tx: tx.seeds.get(seed_id, workspace))
+    assert seed is not None
+    return seed_json(seed) | {"signal_id": signal_id}
 
 
 async def _stored(store: Store, signal_id: str) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from daemon.cli import archive, governance
 from daemon.cli.common import (
     BadInput,
     Failure,
@@ -47,6 +48,12 @@ def cli() -> None:
 
 cli.add_command(memory)
 cli.add_command(signals)
+memory.add_command(governance.correct)
+memory.add_command(governance.retract)
+memory.add_command(governance.forget)
+memory.add_command(governance.tombstones)
+cli.add_command(archive.export)
+cli.add_command(archive.import_archive)
 cli.add_command(loom)
 cli.add_command(mcp)
 cli.add_command(init)

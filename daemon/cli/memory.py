@@ -75,6 +75,11 @@ def open_memory(config: Config, store: Store) -> Layers:
 )
 @click.option("--limit", type=int, metavar="N", help="Most hits per layer (default 10).")
 @click.option("--include-withered", is_flag=True, help="Also show marks that have faded.")
+@click.option(
+    "--include-history",
+    is_flag=True,
+    help="Also show superseded, retracted and forgotten marks, with their links.",
+)
 @click.option("--workspace", help="Whose marks (default: the configured workspace).")
 @click.option(
     "--format",
@@ -107,6 +112,7 @@ def recall(
     min_strength: float | None,
     limit: int | None,
     include_withered: bool,
+    include_history: bool,
     workspace: str | None,
     output: str,
     max_chars: int,
@@ -127,6 +133,7 @@ def recall(
       cambium memory recall lentil
       cambium memory recall "sleep schedule" --layers marks,daily --horizon 30d
       cambium memory recall user --min-strength 0.2 --include-withered --json
+      cambium memory recall user.health --include-history
       cambium memory recall user.food --format context --max-chars 2000
       cambium memory recall user.food --provenance stated,observed
       cambium memory recall "Arnold" --summary
@@ -145,6 +152,7 @@ def recall(
         "min_strength": min_strength,
         "limit": limit,
         "include_withered": include_withered,
+        "include_history": include_history,
         "workspace": workspace,
         "provenance": provenance,
         "summary": summary,
@@ -361,7 +369,7 @@ def _send(
 @memory.group(invoke_without_command=True)
 @click.option(
     "--state",
-    type=click.Choice(["pending", "accepted", "rejected"]),
+    type=click.Choice(["pending", "accepted", "rejected", "withered"]),
     help="Only seeds in this state.",
 )
 @json_option
@@ -432,6 +440,31 @@ def _review(decision: Literal["accepted", "rejected"]) -> click.Command:
 
 seeds.add_command(_review("accepted"))
 seeds.add_command(_review("rejected"))
+
+
+@seeds.command()
+@click.argument("seed_id", metavar="ID")
+@click.option("--reviewer", help="Who undoes it (default: your login name).")
+@idempotency_option
+@config_option
+def undo(
+    seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
+) -> None:
+    """Undo the review of seed ID: it is pending again (within seeds.undo_hours).
+
+    \b
+    Example:
+      cambium memory seeds undo sd_0123456789abcdef01234567
+    """
+    from daemon.cli.client import daemon
+
+    reviewer = reviewer or login_name()
+    with daemon(load(config_path), reviewer) as client:
+        seed = client.undo_review(seed_id, reviewer, idempotency_key=idempotency_key)
+    if "signal_id" not in seed:
+        click.echo(seed.get("detail", "stored; not applied yet"))
+        return
+    click.echo(f"seed {seed_id} is {seed['state']} again")
 
 
 # -- substrate ---------------------------------------------------------------------------

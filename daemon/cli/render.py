@@ -207,14 +207,25 @@ def excerpt(head: str, body: str) -> Group:
 
 def mark_view(hit: MarkHit) -> RenderableType:
     mark = hit.mark
-    title = Text.assemble((mark.subject, "bold"), " — ", mark.observation)
+    said = mark.observation if mark.state != "forgotten" else "(forgotten)"
+    title = Text.assemble((mark.subject, "bold"), " — ", said)
     reinforced = plural(mark.reinforcement_count, "reinforcement")
+    history = [
+        (name, value)
+        for name, value in (
+            ("corrects", mark.supersedes),
+            ("corrected by", mark.superseded_by),
+            ("ended", f"{when(mark.ended_at)}: {mark.ended_reason}" if mark.ended_at else None),
+        )
+        if value
+    ]
     return Group(
         title,
         indent(
             fields(
                 [
                     ("state", mark.state),
+                    *history,
                     ("strength", strength_view(hit)),
                     # stated / observed / inferred by whoever emitted it
                     ("mark", f"{mark.id}, {mark.provenance} by {mark.observed_by}"),

@@ -313,6 +313,36 @@ class Client(_Base):
     ) -> Reviewed:
         return self._run(calls.review(seed_id, decision, reviewer, idempotency_key))
 
+    # governing the memory (answers: the route's JSON)
+
+    def correct(
+        self, mark_id: str, text: str, *, reason: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Supersede a mark with ``text``."""
+        return self._run(calls.correct(mark_id, text, reason, self.source_id, idempotency_key))
+
+    def retract(
+        self, mark_id: str, *, reason: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        return self._run(calls.retract(mark_id, reason, self.source_id, idempotency_key))
+
+    def forget(
+        self,
+        *,
+        reason: str,
+        subject: str | None = None,
+        mark_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Erase the text of a subject's marks (or of one mark), leaving a tombstone."""
+        target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
+        return self._run(calls.forget(target, reason, self.source_id, idempotency_key))
+
+    def undo_review(
+        self, seed_id: str, reviewer: str, *, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        return self._run(calls.undo_review(seed_id, reviewer, idempotency_key))
+
     def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
         return self._run(calls.retry(signal_id, wait))
 

@@ -237,6 +237,40 @@ def review(
     return Call("POST", path, _model(Reviewed), None, body, REVIEW_SECONDS, key)
 
 
+def governance(
+    path: str, body: dict[str, Any], idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    """A correction, retraction, forget or review undo: POST ``body`` to ``path``; the answer
+    is the route's JSON (``signal_id`` and the changed records)."""
+    key = idempotency_key or new_idempotency_key()
+    return Call("POST", path, dict, None, body | {"idempotency_key": key}, REVIEW_SECONDS, key)
+
+
+def correct(
+    mark_id: str, text: str, reason: str, by: str, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    body = {"text": text, "reason": reason, "by": by}
+    return governance(f"/v1/marks/{_segment(mark_id)}/correct", body, idempotency_key)
+
+
+def retract(
+    mark_id: str, reason: str, by: str, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    body = {"reason": reason, "by": by}
+    return governance(f"/v1/marks/{_segment(mark_id)}/retract", body, idempotency_key)
+
+
+def forget(
+    target: dict[str, str], reason: str, by: str, idempotency_key: str | None
+) -> Call[dict[str, Any]]:
+    return governance("/v1/forget", target | {"reason": reason, "by": by}, idempotency_key)
+
+
+def undo_review(seed_id: str, reviewer: str, idempotency_key: str | None) -> Call[dict[str, Any]]:
+    path = f"/v1/seeds/{_segment(seed_id)}/undo"
+    return governance(path, {"reviewer": reviewer}, idempotency_key)
+
+
 def _bounded_wait(wait: float) -> float:
     if not 0 <= wait <= MAX_WAIT_SECONDS:
         raise Rejected(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
@@ -48,12 +48,21 @@ class Mark(_Record):
     reinforcement_count: int = 0
     affinity: list[str] = field(default_factory=list)
     substrate_refs: list[str] = field(default_factory=list)
-    state: str = "active"  # active | withered | promoted
+    state: str = "active"  # see MARK_STATES
+    supersedes: str | None = None  # the mark this one corrects
+    superseded_by: str | None = None  # the mark that corrects this one
+    ended_at: datetime | None = None  # when it was superseded, retracted or forgotten
+    ended_reason: str | None = None
     # stated (a human said it) | observed (an agent saw it) | inferred (an extractor or
     # agent concluded it)
     provenance: str = "observed"
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def current(self) -> bool:
+        """Whether the mark still stands (it was not superseded, retracted or forgotten)."""
+        return self.state in CURRENT_MARK_STATES
 
     @staticmethod
     def id_for_signal(signal_id: str) -> str:
@@ -95,6 +104,28 @@ class Mark(_Record):
             created_at=signal.emitted_at,
             updated_at=signal.emitted_at,
         )
+
+    def corrected(self, signal: Signal, *, text: str, reason: str) -> Mark:
+        """The mark that replaces this one with ``text``: same subject, strength settings and
+        references, observed anew by ``signal``'s emitter, linked back to this one."""
+        new = Mark.observed(
+            signal,
+            id=Mark.id_for_signal(signal.id),
+            subject=self.subject,
+            observation=text,
+            evidence={"signal_ids": [signal.id], "note": f"correction: {reason}"},
+            initial_strength=self.initial_strength,
+            half_life_days=self.half_life_days,
+            affinity=self.affinity,
+            substrate_refs=self.substrate_refs,
+        )
+        return replace(new, supersedes=self.id)
+
+
+# States in which a mark still stands; recall shows only these unless asked for history.
+CURRENT_MARK_STATES = ("active", "withered", "promoted")
+ENDED_MARK_STATES = ("superseded", "retracted", "forgotten")
+MARK_STATES = CURRENT_MARK_STATES + ENDED_MARK_STATES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,9 +176,10 @@ class Seed(_Record):
     based_on_marks: list[str]
     planted_at: datetime
     planted_by: str
-    state: str = "pending"  # pending | accepted | rejected
+    state: str = "pending"  # pending | accepted | rejected | withered
     reviewed_at: datetime | None = None
     reviewed_by: str | None = None
+    withered_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -174,6 +206,22 @@ class Seed(_Record):
             created_at=signal.emitted_at,
             updated_at=signal.emitted_at,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tombstone(_Record):
+    """What a ``memory.forget`` erased: who, when, why and how many; never the text."""
+
+    id: str
+    workspace_id: str
+    target: str  # the subject prefix or the mark id
+    target_kind: str  # subject | mark
+    forgotten_by: str
+    forgotten_at: datetime
+    reason: str
+    marks_erased: int
+    signals_erased: int
+    signal_id: str
 
 
 def derived_id(kind: str, *parts: str) -> str:

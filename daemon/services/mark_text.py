@@ -9,6 +9,10 @@ whether rows were added (or removed); if so, the rows stored since the last look
 not agree (a signal emitted with an old ``emitted_at``, or the first look), the stored ids
 are compared with the indexed ones and only the difference is read.
 The state and strength of every hit are decided afterwards, by the ordinary marks query.
+
+The one change to a written text is ``memory.forget``, which erases it: before each search
+the forgotten marks are looked up (an indexed query on their state) and any still in the
+index are dropped, so erased text neither stays in the daemon's memory nor finds a mark.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class MarkText:
         self._index: Index[str] = Index()
         self._workspace: dict[str, str] = {}  # mark id -> workspace id
         self._newest: datetime | None = None
+        self._forgotten: set[str] = set()  # erased by memory.forget: never indexed
 
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
         """Ids of the marks in ``workspace`` whose observation holds a word of ``about``,
@@ -59,6 +64,9 @@ class MarkText:
         return [hit.key for hit in hits]
 
     def _follow(self, tx: Tx) -> None:
+        for mark_id in tx.marks.forgotten_ids() - self._forgotten:
+            self._index.remove(mark_id)
+            self._forgotten.add(mark_id)
         count = tx.marks.count_all()
         if count == len(self._workspace):
             return
@@ -78,7 +86,8 @@ class MarkText:
             (t.id, t.workspace_id, t.observation, t.created_at) for t in found
         ):
             if mark_id not in self._workspace:
-                self._index.add(mark_id, observation)
+                if mark_id not in self._forgotten:
+                    self._index.add(mark_id, observation)
                 self._workspace[mark_id] = workspace
             if self._newest is None or created_at > self._newest:
                 self._newest = created_at

@@ -31,7 +31,7 @@ from pydantic import (
 
 from daemon.config import Config, ConfigError, LLMConfig, RecallConfig
 from daemon.core.clock import iso, to_utc
-from daemon.core.records import Mark
+from daemon.core.records import ENDED_MARK_STATES, Mark
 from daemon.core.signal import ShortName
 from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.files.compost import Compost, CompostHit
@@ -62,6 +62,8 @@ class RecallQuery(BaseModel):
     min_strength: float = Field(WITHER_THRESHOLD, ge=0.0, le=1.0)
     limit: int = Field(10, ge=1, le=1000)
     include_withered: bool = False
+    # Also superseded, retracted and forgotten marks, with their links and end.
+    include_history: bool = False
     workspace: ShortName | None = None  # default: the daemon's configured workspace
     provenance: tuple[Provenance, ...] | None = None  # only marks of these provenances
     summary: bool = False  # fill the summary (with an LLM configured; see services.summary)
@@ -69,11 +71,11 @@ class RecallQuery(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _withered_means_any_strength(cls, data: Any) -> Any:
-        # Withered marks are below the default minimum by definition: asking for them
-        # without naming a minimum means asking for every strength.
+        # Withered marks are below the default minimum by definition: asking for them (or
+        # for the whole history) without naming a minimum means asking for every strength.
         if isinstance(data, dict) and data.get("min_strength") is None:
             data = {key: value for key, value in data.items() if key != "min_strength"}
-            if data.get("include_withered"):
+            if data.get("include_withered") or data.get("include_history"):
                 data["min_strength"] = 0.0
         return data
 
@@ -123,7 +125,20 @@ class MarkHit:
     mark: Mark
     strength: Strength
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, history: bool = False) -> dict[str, Any]:
+        """The documented shape; with ``history``, also how the mark ended and its links."""
+        m = self.mark
+        shown = self._shown()
+        if history:
+            shown |= {
+                "supersedes": m.supersedes,
+                "superseded_by": m.superseded_by,
+                "ended_at": iso(m.ended_at) if m.ended_at else None,
+                "ended_reason": m.ended_reason,
+            }
+        return shown
+
+    def _shown(self) -> dict[str, Any]:
         m = self.mark
         return {
             "id": m.id,
@@ -147,6 +162,7 @@ class RecallResult:
     daily: list[DailyHit]
     compost: list[CompostHit]
     summary: str | None = None
+    history: bool = False  # marks carry their supersede links and end
 
     def to_json(self) -> dict[str, Any]:
         """The documented shape (SPEC §6), and nothing more."""
@@ -154,7 +170,7 @@ class RecallResult:
             "substrate": [
                 {"file": h.file, "excerpt": h.excerpt, "reason": h.reason} for h in self.substrate
             ],
-            "marks": [h.to_json() for h in self.marks],
+            "marks": [h.to_json(history=self.history) for h in self.marks],
             "daily": [
                 {"date": h.date, "excerpt": h.excerpt, "line_range": list(h.line_range)}
                 for h in self.daily
@@ -246,15 +262,23 @@ def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
         )
         daily = _unique(evidence + found, key=_lines)
     compost = memory.compost.search(query.about, query.limit) if "compost" in query.layers else []
-    return RecallResult(substrate=substrate, marks=marks, daily=daily, compost=compost)
+    return RecallResult(
+        substrate=substrate,
+        marks=marks,
+        daily=daily,
+        compost=compost,
+        history=query.include_history,
+    )
 
 
 def _marks(
     query: RecallQuery, memory: Layers, now: datetime, since: datetime | None
 ) -> list[MarkHit]:
-    states = (
-        ("active", "promoted", "withered") if query.include_withered else ("active", "promoted")
-    )
+    states: tuple[str, ...] = ("active", "promoted")
+    if query.include_withered or query.include_history:
+        states += ("withered",)
+    if query.include_history:
+        states += ENDED_MARK_STATES
 
     workspace = query.workspace or memory.workspace
 

@@ -22,6 +22,7 @@ from daemon.store.marks import Marks
 from daemon.store.rhythm_state import RhythmState
 from daemon.store.seeds import Seeds
 from daemon.store.signal_log import NewSignal, SignalLog, Stored
+from daemon.store.tombstones import Tombstones
 from daemon.store.writer import Writer
 
 T = TypeVar("T")
@@ -49,6 +50,9 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Freed and overwritten content is zeroed, so text that `memory.forget` erased does
+        # not linger in free pages of the file.
+        cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -111,6 +115,10 @@ class Tx:
     @property
     def seeds(self) -> Seeds:
         return Seeds(self.connection)
+
+    @property
+    def tombstones(self) -> Tombstones:
+        return Tombstones(self.connection)
 
     @property
     def rhythms(self) -> RhythmState:
@@ -183,6 +191,16 @@ class Store:
         arrive together are stored by one multi-row statement in one transaction."""
         stored: Stored = await self._writer.submit_item(_append_signals, new)
         return stored
+
+    def scrub(self) -> None:
+        """After erasing text (``memory.forget``): on SQLite, copy the write-ahead log into
+        the database file and truncate it, so old page images holding the text are gone
+        from disk too (the file's freed content is zeroed by ``secure_delete``). Best effort:
+        a reader holding an old snapshot keeps the log until the next checkpoint."""
+        if self._file is None:
+            return
+        with closing(sqlite3.connect(self._file, timeout=BUSY_TIMEOUT_MS / 1000)) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def write(self, job: Callable[[Tx], T], *, durable: bool = True) -> T:
         return await self._writer.submit(lambda connection: job(Tx(connection)), durable=durable)

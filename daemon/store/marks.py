@@ -16,16 +16,16 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.core.likeness import normalize_text
-from daemon.core.records import Mark, Reinforcement
+from daemon.core.records import CURRENT_MARK_STATES, MARK_STATES, Mark, Reinforcement
 from daemon.core.strength import Strength, current_strength, strength
 from daemon.core.subjects import normalize_subject
-from daemon.store.sql import escape_like, insert_ignoring_duplicates
+from daemon.store.sql import escape_like, insert_ignoring_duplicates, with_instants
 from daemon.store.tables import MarkTable, ReinforcementTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
 reinforcements = ReinforcementTable.__table__  # type: ignore[attr-defined]
 
-MARK_STATES = ("active", "withered", "promoted")
+__all__ = ["MARK_STATES", "Marks", "Scored"]
 
 
 def fingerprint(subject: str, observation: str) -> str:
@@ -254,6 +254,11 @@ class Marks:
     def count_all(self) -> int:
         return int(self.connection.execute(select(func.count()).select_from(marks)).scalar_one())
 
+    def forgotten_ids(self) -> set[str]:
+        """Marks whose text ``memory.forget`` erased (through the state index)."""
+        query = select(marks.c.id).where(marks.c.state == "forgotten")
+        return set(self.connection.execute(query).scalars())
+
     def all_ids(self) -> set[str]:
         return set(self.connection.execute(select(marks.c.id)).scalars())
 
@@ -366,6 +371,111 @@ class Marks:
             return 0
         result = self.connection.execute(
             update(marks).where(marks.c.id.in_(mark_ids)).values(state=state, updated_at=now)
+        )
+        return result.rowcount
+
+    def promote(self, mark_ids: Sequence[str], now: datetime) -> int:
+        """Marks that still stand become promoted (an ended mark stays ended)."""
+        return self._move(mark_ids, CURRENT_MARK_STATES, "promoted", now)
+
+    def unpromote(self, mark_ids: Sequence[str], now: datetime) -> int:
+        """Promoted marks become active again (an accepted seed's review was undone)."""
+        return self._move(mark_ids, ("promoted",), "active", now)
+
+    def end(
+        self,
+        mark_id: str,
+        state: str,
+        reason: str,
+        now: datetime,
+        superseded_by: str | None = None,
+    ) -> bool:
+        """A mark that still stands becomes superseded or retracted, keeping its text; False
+        if it had already ended."""
+        result = self.connection.execute(
+            update(marks)
+            .where(marks.c.id == mark_id, marks.c.state.in_(CURRENT_MARK_STATES))
+            .values(
+                state=state,
+                superseded_by=superseded_by,
+                ended_at=now,
+                ended_reason=reason,
+                updated_at=now,
+            )
+        )
+        return result.rowcount == 1
+
+    def chain(self, mark_id: str) -> list[Mark]:
+        """The mark and every mark linked to it by corrections, oldest first."""
+        found: dict[str, Mark] = {}
+        todo = [mark_id]
+        while todo:
+            for mark in self.get_many([i for i in todo if i not in found]):
+                found[mark.id] = mark
+            todo = [
+                link
+                for mark in found.values()
+                for link in (mark.supersedes, mark.superseded_by)
+                if link is not None and link not in found
+            ]
+        return sorted(found.values(), key=lambda m: (m.first_observed_at, m.id))
+
+    def erase(self, mark_ids: Sequence[str], reason: str, now: datetime) -> None:
+        """Forget marks: their text, evidence and fingerprint (a hash of the text) and their
+        reinforcements' evidence are erased; the rows stay, state ``forgotten``."""
+        for start in range(0, len(mark_ids), 500):
+            ids = mark_ids[start : start + 500]
+            self.connection.execute(
+                update(marks)
+                .where(marks.c.id.in_(ids))
+                .values(
+                    observation="",
+                    evidence={},
+                    fingerprint="",
+                    state="forgotten",
+                    ended_at=func.coalesce(marks.c.ended_at, now),
+                    ended_reason=reason,
+                    updated_at=now,
+                )
+            )
+            self.connection.execute(
+                update(reinforcements).where(reinforcements.c.mark_id.in_(ids)).values(evidence={})
+            )
+
+    def all_rows(self) -> list[dict[str, Any]]:
+        """Every mark as its column mapping, by id (for export)."""
+        return [dict(r._mapping) for r in self.connection.execute(select(marks).order_by("id"))]
+
+    def all_reinforcement_rows(self) -> list[dict[str, Any]]:
+        return [
+            dict(r._mapping) for r in self.connection.execute(select(reinforcements).order_by("id"))
+        ]
+
+    def restore(self, mark_rows: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> int:
+        """Insert exported marks and reinforcements whose ids are not stored yet (import);
+        how many marks were new."""
+        dialect = self.connection.dialect.name
+        new = 0
+        if mark_rows:
+            statement = insert_ignoring_duplicates(marks, dialect).returning(marks.c.id)
+            inserted = self.connection.execute(statement, with_instants(marks, mark_rows))
+            new = len(list(inserted.scalars()))
+        if rows:
+            self.connection.execute(
+                insert_ignoring_duplicates(reinforcements, dialect),
+                with_instants(reinforcements, rows),
+            )
+        return new
+
+    def _move(
+        self, mark_ids: Sequence[str], states: Sequence[str], state: str, now: datetime
+    ) -> int:
+        if not mark_ids:
+            return 0
+        result = self.connection.execute(
+            update(marks)
+            .where(marks.c.id.in_(mark_ids), marks.c.state.in_(states))
+            .values(state=state, updated_at=now)
         )
         return result.rowcount
 

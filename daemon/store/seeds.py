@@ -3,18 +3,20 @@ Nothing here touches a file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.core.records import Seed
-from daemon.store.sql import insert_or_ignore
+from daemon.store.sql import insert_ignoring_duplicates, insert_or_ignore, with_instants
 from daemon.store.tables import SeedTable
 
 seeds = SeedTable.__table__  # type: ignore[attr-defined]
 
-SEED_STATES = ("pending", "accepted", "rejected")
+SEED_STATES = ("pending", "accepted", "rejected", "withered")
 
 
 class Seeds:
@@ -49,3 +51,57 @@ class Seeds:
             .values(state=decision, reviewed_at=at, reviewed_by=reviewer, updated_at=at)
         )
         return result.rowcount == 1
+
+    def undo_review(self, seed_id: str, at: datetime) -> bool:
+        """Make a reviewed seed pending again; False if it was not accepted or rejected."""
+        result = self.connection.execute(
+            update(seeds)
+            .where(seeds.c.id == seed_id, seeds.c.state.in_(("accepted", "rejected")))
+            .values(state="pending", reviewed_at=None, reviewed_by=None, updated_at=at)
+        )
+        return result.rowcount == 1
+
+    def wither(self, workspace: str, planted_before: datetime, at: datetime) -> int:
+        """Pending seeds planted before ``planted_before`` wither; how many did."""
+        result = self.connection.execute(
+            update(seeds)
+            .where(
+                seeds.c.workspace_id == workspace,
+                seeds.c.state == "pending",
+                seeds.c.planted_at < planted_before,
+            )
+            .values(state="withered", withered_at=at, updated_at=at)
+        )
+        return result.rowcount
+
+    def withered_between(self, workspace: str, start: datetime, end: datetime) -> int:
+        """How many seeds withered in ``(start, end]``."""
+        count = self.connection.execute(
+            select(func.count()).where(
+                seeds.c.workspace_id == workspace,
+                seeds.c.state == "withered",
+                seeds.c.withered_at > start,
+                seeds.c.withered_at <= end,
+            )
+        ).scalar()
+        return int(count or 0)
+
+    def oldest_pending(self, workspace: str, limit: int) -> tuple[int, list[Seed]]:
+        """How many seeds are pending, and the ``limit`` oldest of them."""
+        pending = (seeds.c.workspace_id == workspace, seeds.c.state == "pending")
+        count = self.connection.execute(select(func.count()).where(*pending)).scalar()
+        rows = self.connection.execute(
+            select(seeds).where(*pending).order_by(seeds.c.planted_at, seeds.c.id).limit(limit)
+        )
+        return int(count or 0), [Seed.from_row(row._mapping) for row in rows]
+
+    def all_rows(self) -> list[dict[str, Any]]:
+        """Every seed as its column mapping, by id (for export)."""
+        return [dict(r._mapping) for r in self.connection.execute(select(seeds).order_by("id"))]
+
+    def restore(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert exported seeds whose ids are not stored yet (import)."""
+        if rows:
+            dialect = self.connection.dialect.name
+            statement = insert_ignoring_duplicates(seeds, dialect)
+            self.connection.execute(statement, with_instants(seeds, rows))

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from daemon.core.clock import iso
 from daemon.core.signal import Signal
-from daemon.store.sql import insert_ignoring_duplicates, text_for_store
+from daemon.store.sql import insert_ignoring_duplicates, text_for_store, with_instants
 from daemon.store.tables import DeliveryTable, SignalTable
 
 signals = SignalTable.__table__  # type: ignore[attr-defined]
@@ -379,6 +379,50 @@ class SignalLog:
                     DeliveryState(d.receptor, d.status, d.attempts, d.last_error)
                 )
         return [SignalSummary(**row._mapping, deliveries=by_signal[row.id]) for row in rows]
+
+    # -- governance and archives ----------------------------------------------------------
+
+    def payloads(
+        self, workspace: str, types: Sequence[str], ids: Sequence[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """``(id, payload)`` of the workspace's signals of ``types``, and of the signals
+        ``ids`` (any type), each once."""
+        found: dict[str, dict[str, Any]] = {}
+        query = select(signals.c.id, signals.c.payload)
+        for row in self.connection.execute(
+            query.where(signals.c.workspace_id == workspace, signals.c.type.in_(types))
+        ):
+            found[row.id] = row.payload
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for row in self.connection.execute(query.where(signals.c.id.in_(chunk))):
+                found[row.id] = row.payload
+        return list(found.items())
+
+    def replace_payloads(self, signal_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        """Overwrite these signals' payloads (``memory.forget``); the rows stay in the log."""
+        for start in range(0, len(signal_ids), 500):
+            self.connection.execute(
+                update(signals)
+                .where(signals.c.id.in_(signal_ids[start : start + 500]))
+                .values(payload=payload)
+            )
+
+    def all_rows(self) -> list[dict[str, Any]]:
+        """Every signal as its column mapping, in log order (for export)."""
+        query = select(signals).order_by(signals.c.stored_at, signals.c.id)
+        return [dict(r._mapping) for r in self.connection.execute(query)]
+
+    def restore(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert exported signals whose id (or idempotency key) is not stored yet, without
+        deliveries: they are history, not work to do (import). How many were new."""
+        if not rows:
+            return 0
+        statement = insert_ignoring_duplicates(signals, self.connection.dialect.name)
+        inserted = self.connection.execute(
+            statement.returning(signals.c.id), with_instants(signals, rows)
+        )
+        return len(list(inserted.scalars()))
 
     def open_counts(self) -> DeliveryCounts:
         """How many deliveries are pending and dead. Delivered ones are not counted: they

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -9,6 +11,8 @@ from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert, ReturningInsert
+
+from daemon.store.tables import UTCDateTime
 
 
 @cache
@@ -43,3 +47,18 @@ def text_for_store(text: str, max_chars: int) -> str:
     """``text`` as every store accepts it: PostgreSQL refuses NUL in text, so it is shown as
     ``\\x00``; cut to ``max_chars``."""
     return text.replace("\x00", "\\x00")[:max_chars]
+
+
+def with_instants(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Exported rows (instants as ISO 8601 text) as the table takes them (datetimes); only
+    the table's own columns are kept."""
+    instants = {c.name for c in table.columns if isinstance(c.type, UTCDateTime)}
+    names = {c.name for c in table.columns}
+    return [
+        {
+            key: datetime.fromisoformat(value) if key in instants and value is not None else value
+            for key, value in row.items()
+            if key in names
+        }
+        for row in rows
+    ]

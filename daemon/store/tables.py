@@ -122,7 +122,12 @@ class MarkTable(SQLModel, table=True):
     reinforcement_count: int = 0
     affinity: list[str] = _json(list)
     substrate_refs: list[str] = _json(list)
-    state: str = Field(default="active", max_length=16)  # active | withered | promoted
+    # active | withered | promoted | superseded | retracted | forgotten
+    state: str = Field(default="active", max_length=16)
+    supersedes: str | None = Field(default=None, max_length=128)  # the mark this corrects
+    superseded_by: str | None = Field(default=None, max_length=128)  # its correction
+    ended_at: datetime | None = _instant(nullable=True)  # superseded, retracted or forgotten
+    ended_reason: str | None = None
     provenance: str = Field(default="observed", max_length=16)  # stated | observed | inferred
     created_at: datetime = _instant()
     updated_at: datetime = _instant()
@@ -152,11 +157,29 @@ class SeedTable(SQLModel, table=True):
     based_on_marks: list[str] = _json(list)
     planted_at: datetime = _instant(index=True)
     planted_by: str = Field(max_length=128)
-    state: str = Field(default="pending", max_length=16, index=True)
+    state: str = Field(default="pending", max_length=16, index=True)  # + accepted|rejected|withered
     reviewed_at: datetime | None = _instant(nullable=True)
     reviewed_by: str | None = Field(default=None, max_length=128)
+    withered_at: datetime | None = _instant(nullable=True)
     created_at: datetime = _instant()
     updated_at: datetime = _instant()
+
+
+class TombstoneTable(SQLModel, table=True):
+    """What a ``memory.forget`` erased: who, when, why and how many, never the text."""
+
+    __tablename__ = "memory_tombstones"
+
+    id: str = Field(primary_key=True, max_length=128)
+    workspace_id: str = Field(max_length=128, index=True)
+    target: str = Field(max_length=512)  # the subject prefix or the mark id
+    target_kind: str = Field(max_length=16)  # subject | mark
+    forgotten_by: str = Field(max_length=128)
+    forgotten_at: datetime = _instant()
+    reason: str
+    marks_erased: int
+    signals_erased: int
+    signal_id: str = Field(max_length=128)
 
 
 class RhythmStateTable(SQLModel, table=True):

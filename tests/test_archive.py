@@ -1,0 +1,180 @@
+"""``cambium export`` / ``import``: a week of memory carried from SQLite to another store
+(SQLite, and PostgreSQL when configured) and back, hash for hash."""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from support import FAST_RETRY, T0, emit_and_settle, make_signal
+
+from daemon.bus import SignalBus
+from daemon.config import parse_config
+from daemon.core.records import Mark
+from daemon.files.daily import DailyLog
+from daemon.services.archive import ArchiveRefused, export_archive, import_archive, read_archive
+from daemon.store import Store
+from daemon.store.migrate import upgrade
+from receptors import build_receptors
+
+FIRST_DAY = date(2026, 4, 11)
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Iterator[Store]:
+    url = f"sqlite:///{tmp_path}/source.db"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+async def simulate_week(store: Store, daily_dir: Path) -> None:
+    """Seven days: observations (some repeated), daily notes consolidated each night,
+    seeds planted and reviewed, a correction, a retraction and a forget."""
+    config = parse_config({"timezone": "UTC", "paths": {"daily": str(daily_dir)}})
+    receptors = build_receptors(config, store, DailyLog(daily_dir))
+    async with SignalBus(store, receptors, retry=FAST_RETRY) as bus:
+        marks: list[str] = []
+        for n in range(7):
+            at = T0 + timedelta(days=n)
+            day = (FIRST_DAY + timedelta(days=n)).isoformat()
+            for subject, said in (
+                ("user.food", f"ate dish number {n % 3}"),
+                ("user.health.sleep", f"slept {6 + n % 2} hours"),
+            ):
+                signal = make_signal(
+                    "memory.observation",
+                    {"subject": subject, "observation": said, "evidence": {"note": "chat"}},
+                    emitted_at=at,
+                )
+                await emit_and_settle(bus, signal)
+                marks.append(Mark.id_for_signal(signal.id))
+            for line in (f"walked {n + 2} km", f"OBS subject=user.mood feeling {n}/10"):
+                note = make_signal("memory.daily_note", {"text": line, "date": day}, emitted_at=at)
+                await emit_and_settle(bus, note)
+            night = at + timedelta(days=1)
+            await emit_and_settle(
+                bus, make_signal("memory.consolidate", {"date": day}, emitted_at=night)
+            )
+        seed = make_signal(
+            "memory.seed_planted",
+            {
+                "subject": "user.food",
+                "proposed_change": "likes dish number 1 most",
+                "target_file": "USER.md",
+                "based_on_marks": [marks[2]],
+            },
+            emitted_at=T0 + timedelta(days=6),
+        )
+        await emit_and_settle(bus, seed)
+        [planted] = store.read_sync(lambda tx: tx.seeds.listing("default"))
+        for kind, payload in (
+            (
+                "memory.seed_reviewed",
+                {"seed_id": planted.id, "decision": "accepted", "reviewer": "ada"},
+            ),
+            (
+                "memory.mark_corrected",
+                {"mark_id": marks[0], "text": "ate dish 0", "reason": "typo"},
+            ),
+            ("memory.mark_retracted", {"mark_id": marks[4], "reason": "wrong"}),
+            ("memory.forget", {"subject": "user.health", "reason": "private"}),
+        ):
+            signal = make_signal(kind, payload, emitted_at=T0 + timedelta(days=7))
+            status = await emit_and_settle(bus, signal)
+            assert set(status.values()) == {"delivered"}, (kind, status)
+
+
+def counts(store: Store) -> tuple[int, int, int, int]:
+    def read(tx: object) -> tuple[int, int, int, int]:
+        from daemon.store import Tx
+
+        assert isinstance(tx, Tx)
+        return (
+            len(tx.signals.all_rows()),
+            len(tx.marks.all_rows()),
+            len(tx.seeds.all_rows()),
+            len(tx.tombstones.all_rows()),
+        )
+
+    return store.read_sync(read)
+
+
+@pytest.mark.asyncio
+async def test_a_week_round_trips_with_equal_content_hashes(
+    source: Store, store: Store, tmp_path: Path
+) -> None:
+    await simulate_week(source, tmp_path / "daily")
+    first = export_archive(source, tmp_path / "daily", tmp_path / "week.tar", T0)
+    assert {name for name in first.entries if name.startswith("daily/archive/")} == {
+        f"daily/archive/{FIRST_DAY + timedelta(days=n)}.md" for n in range(7)
+    }
+    signals, marks, seeds, tombstones = counts(source)
+    assert signals == 7 * 5 + 5 and marks > 10 and (seeds, tombstones) == (1, 1)
+
+    imported = import_archive(store, tmp_path / "elsewhere", tmp_path / "week.tar")
+    assert (imported.signals, imported.marks, imported.daily_files) == (signals, marks, 7)
+    assert counts(store) == counts(source)
+    second = export_archive(
+        store, tmp_path / "elsewhere", tmp_path / "again.tar", T0 + timedelta(1)
+    )
+    assert second.content_hash == first.content_hash
+    assert second.entries == first.entries
+
+    again = import_archive(store, tmp_path / "elsewhere", tmp_path / "week.tar")
+    assert (again.signals, again.marks, again.daily_files, again.daily_conflicts) == (0, 0, 0, [])
+    assert counts(store) == counts(source)
+
+    # And back: the target's export into a fresh SQLite store gives the same content.
+    back_url = f"sqlite:///{tmp_path}/back.db"
+    upgrade(back_url)
+    back = Store(back_url)
+    try:
+        import_archive(back, tmp_path / "back-daily", tmp_path / "again.tar")
+        third = export_archive(back, tmp_path / "back-daily", tmp_path / "back.tar", T0)
+    finally:
+        back.close()
+    assert third.content_hash == first.content_hash
+
+
+@pytest.mark.asyncio
+async def test_a_flipped_byte_is_refused_naming_the_entry_and_nothing_is_written(
+    source: Store, store: Store, tmp_path: Path
+) -> None:
+    await simulate_week(source, tmp_path / "daily")
+    export_archive(source, tmp_path / "daily", tmp_path / "week.tar", T0)
+    data = bytearray((tmp_path / "week.tar").read_bytes())
+    with tarfile.open(tmp_path / "week.tar") as archive:
+        offset = archive.getmember("marks.jsonl").offset_data
+    data[offset + 40] ^= 0x01
+    (tmp_path / "bad.tar").write_bytes(bytes(data))
+
+    with pytest.raises(ArchiveRefused) as refused:
+        import_archive(store, tmp_path / "target-daily", tmp_path / "bad.tar")
+    assert refused.value.entry == "marks.jsonl"
+    assert "SHA-256 does not match" in str(refused.value)
+    assert counts(store) == (0, 0, 0, 0)
+    assert not (tmp_path / "target-daily").exists()
+
+
+def test_an_unknown_format_version_is_refused(tmp_path: Path) -> None:
+    import io
+    import json
+
+    manifest = json.dumps({"format": "cambium-memory-export", "version": 99}).encode()
+    with tarfile.open(tmp_path / "future.tar", "w") as archive:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(manifest)
+        archive.addfile(info, io.BytesIO(manifest))
+    with pytest.raises(ArchiveRefused, match="format version 99 is not supported"):
+        read_archive(tmp_path / "future.tar")
+    (tmp_path / "junk.tar").write_bytes(b"not a tar at all" * 100)
+    with pytest.raises(ArchiveRefused, match="not a readable archive"):
+        read_archive(tmp_path / "junk.tar")
