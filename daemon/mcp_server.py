@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from daemon import __version__
 from daemon.client import (
@@ -115,6 +115,30 @@ class ListSeedsArgs(BaseModel):
     )
 
 
+class CorrectArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mark_id: str = Field(min_length=1, max_length=128)
+    text: str = Field(min_length=1, max_length=16_384)
+    reason: str = Field(min_length=1, max_length=16_384)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+
+class ForgetArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str | None = Field(None, min_length=1, max_length=512)
+    mark_id: str | None = Field(None, min_length=1, max_length=128)
+    reason: str = Field(min_length=1, max_length=16_384)
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ForgetArgs:
+        if (self.subject is None) == (self.mark_id is None):
+            raise ValueError("needs exactly one of subject and mark_id")
+        return self
+
+
 Run = Callable[[AsyncClient, Any], Awaitable[str]]
 
 
@@ -126,6 +150,7 @@ class Tool:
     run: Run
     read_only: bool
     hints: dict[str, str]  # argument -> description, for the schema a model reads
+    destructive: bool = False
 
     def listing(self) -> types.Tool:
         schema = self.arguments.model_json_schema()
@@ -137,7 +162,9 @@ class Tool:
             description=self.description,
             input_schema=schema,
             annotations=types.ToolAnnotations(
-                read_only_hint=self.read_only, destructive_hint=False, idempotent_hint=True
+                read_only_hint=self.read_only,
+                destructive_hint=self.destructive,
+                idempotent_hint=True,
             ),
         )
 
@@ -226,6 +253,23 @@ async def _plant_seed(client: AsyncClient, args: PlantSeedArgs) -> str:
         **_options(args),
     )
     return await _outcome(client, answer, f"seed for {args.target_file}, waiting for review")
+
+
+async def _correct(client: AsyncClient, args: CorrectArgs) -> str:
+    answer = await client.correct(
+        args.mark_id, args.text, reason=args.reason, idempotency_key=args.idempotency_key
+    )
+    return json.dumps(answer, ensure_ascii=False, indent=1)
+
+
+async def _forget(client: AsyncClient, args: ForgetArgs) -> str:
+    answer = await client.forget(
+        reason=args.reason,
+        subject=args.subject,
+        mark_id=args.mark_id,
+        idempotency_key=args.idempotency_key,
+    )
+    return json.dumps(answer, ensure_ascii=False, indent=1)
 
 
 async def _list_seeds(client: AsyncClient, args: ListSeedsArgs) -> str:
@@ -322,6 +366,38 @@ TOOLS = {
             _list_seeds,
             True,
             {},
+        ),
+        Tool(
+            "correct",
+            "Correct a mark that says something wrong or out of date: a new mark with the "
+            "right text supersedes it, and both keep the history. Use it when the user "
+            "corrects you or a fact has changed; find the mark's id with `recall` first.",
+            CorrectArgs,
+            _correct,
+            False,
+            {
+                "mark_id": "The id of the mark to correct (from recall).",
+                "text": "What is true now, in one plain sentence.",
+                "reason": "Why, in a few words (the user said so, it changed on a date).",
+                "idempotency_key": _WRITE_HINTS["idempotency_key"],
+            },
+        ),
+        Tool(
+            "forget",
+            "Erase what the memory holds about a subject (or one mark) when the user asks "
+            "you to forget it: the text of the marks and of the signals that carried it is "
+            "erased, and only a tombstone (who, when, why, how many) stays. It cannot be "
+            "undone. Give exactly one of subject and mark_id.",
+            ForgetArgs,
+            _forget,
+            False,
+            {
+                "subject": "A dot path: every mark under it is forgotten (user.health).",
+                "mark_id": "One mark (and its corrections) to forget.",
+                "reason": "Why, in a few words (the user asked).",
+                "idempotency_key": _WRITE_HINTS["idempotency_key"],
+            },
+            destructive=True,
         ),
     ]
 }

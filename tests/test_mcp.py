@@ -52,7 +52,9 @@ def text_of(result: types.CallToolResult) -> str:
 async def test_the_tools_are_listed_with_schemas_from_the_api_models(daemon: DaemonHome) -> None:
     async with mcp_session(daemon) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert set(tools) == {"recall", "context", "observe", "note", "plant_seed", "list_seeds"}
+    assert set(tools) == {
+        "recall", "context", "observe", "note", "plant_seed", "list_seeds", "correct", "forget",
+    }  # fmt: skip
     for tool in tools.values():
         assert tool.description and len(tool.description) > 80, f"{tool.name}: say what it is for"
         assert tool.input_schema["type"] == "object"
@@ -61,6 +63,7 @@ async def test_the_tools_are_listed_with_schemas_from_the_api_models(daemon: Dae
     assert observe["properties"]["subject"]["description"].startswith("A dot path")
     assert tools["context"].input_schema["properties"]["max_chars"]["minimum"] == 200
     assert tools["recall"].annotations is not None and tools["recall"].annotations.read_only_hint
+    assert tools["forget"].annotations is not None and tools["forget"].annotations.destructive_hint
 
 
 @pytest.mark.asyncio
@@ -138,3 +141,32 @@ def test_a_client_name_becomes_a_valid_source_id() -> None:
     assert source_id_for("cursor/1.2") == "cursor/1.2"
     assert source_id_for("") == "mcp-client"
     assert source_id_for("???") == "mcp-client"
+
+
+@pytest.mark.asyncio
+async def test_correct_then_forget_through_the_tools(daemon: DaemonHome) -> None:
+    async with mcp_session(daemon) as session:
+        await session.call_tool(
+            "observe", {"subject": "user.pets.cat", "observation": "has a cat called Miso"}
+        )
+        found = await session.call_tool("recall", {"about": "user.pets", "layers": ["marks"]})
+        [mark] = json.loads(text_of(found))["marks"]
+        corrected = await session.call_tool(
+            "correct",
+            {"mark_id": mark["id"], "text": "has a cat called Mochi", "reason": "misheard"},
+        )
+        assert not corrected.is_error, text_of(corrected)
+        now = await session.call_tool("recall", {"about": "user.pets", "layers": ["marks"]})
+        assert [m["observation"] for m in json.loads(text_of(now))["marks"]] == [
+            "has a cat called Mochi"
+        ]
+        both = await session.call_tool(
+            "forget", {"subject": "user.pets", "mark_id": "x", "reason": "r"}
+        )
+        assert both.is_error and "exactly one of subject and mark_id" in text_of(both)
+        forgotten = await session.call_tool(
+            "forget", {"subject": "user.pets", "reason": "the user asked"}
+        )
+        assert not forgotten.is_error, text_of(forgotten)
+        after = await session.call_tool("recall", {"about": "user.pets", "layers": ["marks"]})
+    assert json.loads(text_of(after))["marks"] == []

@@ -520,5 +520,24 @@ class AsyncClient(_Base):
     ) -> Reviewed:
         return await self._run(calls.review(seed_id, decision, reviewer, idempotency_key))
 
+    async def correct(
+        self, mark_id: str, text: str, *, reason: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Supersede a mark with ``text``."""
+        call = calls.correct(mark_id, text, reason, self.source_id, idempotency_key)
+        return await self._run(call)
+
+    async def forget(
+        self,
+        *,
+        reason: str,
+        subject: str | None = None,
+        mark_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Erase the text of a subject's marks (or of one mark), leaving a tombstone."""
+        target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
+        return await self._run(calls.forget(target, reason, self.source_id, idempotency_key))
+
     async def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
         return await self._run(calls.retry(signal_id, wait))
