@@ -18,9 +18,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# Everything but the tests that start `cambium` as a subprocess: the inner loop.
+# Everything but the tests that start `cambium` as a subprocess, on both cores: the inner
+# loop. (`make test` runs everything, one test at a time.)
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not subprocess" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not subprocess" -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

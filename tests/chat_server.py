@@ -106,7 +106,8 @@ def chat_server() -> Iterator[ChatServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     server_state = ChatServer(url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", script=[])
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop to look, 0.5 s a test by default.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield server_state
