@@ -142,6 +142,11 @@ class PathsConfig(_Section):
 class BusConfig(_Section):
     max_attempts: int = Field(5, ge=1, le=100)
     grace_period: float = Field(10.0, gt=0, le=600)
+    # The receptors this daemon may own (None: all). On PostgreSQL, several daemons share a
+    # store and each receptor goes to one of the daemons that may own it.
+    receptors: list[str] | None = None
+    # How long a fleet daemon's hold on a receptor lasts unless renewed (PostgreSQL).
+    lease_seconds: float = Field(15.0, ge=2, le=600)
 
 
 class ObservationConfig(_Section):

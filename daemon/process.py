@@ -51,6 +51,12 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
         receptors = build_receptors(config, store, memory.daily)
     except ValueError as exc:
         raise ConfigError(f"consolidation.extractor: {exc}") from None
+    known = [r.key for r in receptors]
+    unknown = sorted(set(config.bus.receptors or ()) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"bus.receptors: unknown receptor {', '.join(unknown)} (known: {', '.join(known)})"
+        )
 
     lock = StoreLock(config.store.url)
     lock.acquire()  # before anything is written: one daemon per store
@@ -92,6 +98,8 @@ async def _serve(
         retry=RetryPolicy(max_attempts=config.bus.max_attempts),
         clock=clock,
         grace_period=config.bus.grace_period,
+        may_own=config.bus.receptors,
+        lease_seconds=config.bus.lease_seconds,
     )
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(bus)

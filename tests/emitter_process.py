@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from daemon.bus import SignalBus, StoreReceptor
 from daemon.core.signal import Signal
+from daemon.logs import configure_logging
 from daemon.store import Store, Tx
 
 
@@ -65,4 +66,5 @@ async def emit_all(url: str, count: int, concurrency: int) -> None:
 
 
 if __name__ == "__main__":
+    configure_logging("warning")  # stdout carries the acks, and nothing else
     anyio.run(emit_all, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal as signal_module
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,7 +24,7 @@ from daemon.bus import (
 )
 from daemon.core.signal import Signal, SignalRejected
 from daemon.store import Store, Tx
-from daemon.store.signal_log import NewSignal
+from daemon.store.signal_log import NewSignal, Stored
 from daemon.store.tables import SignalTable
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
@@ -361,25 +362,29 @@ async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
     assert set(rows) == stored, "everything stored is applied, once"
 
 
-class OvertakenCounter(Counter):
-    """Another daemon on the same database delivers the signal (applies it and marks it done)
-    while this bus is working on it; then this bus tries to commit its own application."""
+class OvertakenCounter(Receptor):
+    """Another daemon on the same database delivers the signal (applies it and moves the
+    cursor past it) while this bus is working on it; then this bus tries to commit its own
+    application."""
+
+    key: ClassVar[str] = "counter"
+    binds: ClassVar[frozenset[str]] = Counter.binds
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.refused: list[str] = []
-        self.delivery_ids: list[int] = []
         self.finished = anyio.Event()
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         def elsewhere(tx: Tx) -> None:
-            assert tx.signals.mark_delivered(delivery.delivery_id, delivery.attempt, T0)
-            self.apply(tx, signal)
+            cursor = tx.signals.cursor(self.key)
+            assert cursor is not None
+            assert tx.signals.advance(self.key, cursor.position, delivery.seq, T0)
+            Counter().apply(tx, signal)
 
-        self.delivery_ids.append(delivery.delivery_id)
         try:
             await self.store.write(elsewhere)
-            await super().deliver(signal, delivery)
+            await delivery.commit(lambda tx: Counter().apply(tx, signal))
         except RuntimeError as exc:
             self.refused.append(str(exc))
             raise
@@ -396,21 +401,28 @@ async def test_a_delivery_done_elsewhere_is_never_applied_twice(store: Store) ->
         with anyio.fail_after(10):
             await receptor.finished.wait()
             assert await bus.settled(stored.id) == {"counter": "delivered"}
-    assert applied(store) == [stored.id], "applied once, by whoever marked it done first"
-    [delivery_id] = receptor.delivery_ids
-    assert receptor.refused == [f"delivery {delivery_id} is no longer pending"]
+    assert applied(store) == [stored.id], "applied once, by whoever settled it first"
+    assert receptor.refused == [f"delivery of {stored.id} to counter is no longer pending"]
     [delivery] = store.read_sync(lambda tx: tx.signals.get(stored.id)).deliveries  # type: ignore[union-attr]
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 1, None)
 
 
+def append_signals(tx: Tx, new: Sequence[NewSignal]) -> list[Stored]:
+    return tx.signals.append(new)
+
+
 @pytest.mark.asyncio
-async def test_a_done_mark_counts_only_deliveries_still_pending(store: Store) -> None:
+async def test_a_cursor_moves_only_from_where_the_mover_saw_it(store: Store) -> None:
     # The bus's guards against applying twice rest on these answers.
-    for n in range(2):
-        await store.append(NewSignal(signal(n), ["r"], T0))
-    first, second = (d.id for d in store.read_sync(lambda tx: tx.signals.pending("r", 10)))
-    assert store.write_sync(lambda tx: tx.signals.mark_delivered(first, 1, T0)) is True
-    assert store.write_sync(lambda tx: tx.signals.mark_delivered(first, 2, T0)) is False
-    assert store.write_sync(lambda tx: tx.signals.mark_many_delivered([first, second], T0)) == 1
-    assert store.write_sync(lambda tx: tx.signals.mark_many_delivered([first, second], T0)) == 0
-    assert store.read_sync(lambda tx: tx.signals.pending("r", 10)) == []
+    store.write_sync(lambda tx: tx.signals.register("r", {"test.ping"}, T0))
+    emitted = [signal(n) for n in range(2)]
+    for one in emitted:
+        await store.write_batched(append_signals, NewSignal(one, T0))
+    position, pending = store.read_sync(lambda tx: tx.signals.next_deliveries("r", 10))
+    assert [d.signal.id for d in pending] == [one.id for one in emitted]
+    first = pending[0]
+    assert store.write_sync(lambda tx: tx.signals.settle("r", [first], position, T0)) is True
+    assert store.write_sync(lambda tx: tx.signals.settle("r", [first], position, T0)) is False
+    assert store.write_sync(lambda tx: tx.signals.settle("r", pending, position, T0)) is False
+    assert store.write_sync(lambda tx: tx.signals.settle("r", pending[1:], first.seq, T0)) is True
+    assert store.read_sync(lambda tx: tx.signals.next_deliveries("r", 10)) == (pending[1].seq, [])

@@ -53,6 +53,7 @@ SEED_KEYS = {
 }
 SIGNAL_ROW_KEYS = {
     "id",
+    "seq",
     "type",
     "source_id",
     "workspace_id",

@@ -1,4 +1,4 @@
-"""One daemon per store: the lock a daemon holds for its life."""
+"""One daemon per SQLite store: the lock a daemon holds for its life."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from daemon.store.lock import StoreInUse, StoreLock
 
 
-def test_a_second_holder_is_refused_and_told_the_first_ones_pid(db_url: str) -> None:
+def test_a_second_holder_is_refused_and_told_the_first_ones_pid(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path}/cambium.db"
     first = StoreLock(db_url)
     first.acquire()
     try:
@@ -21,6 +22,16 @@ def test_a_second_holder_is_refused_and_told_the_first_ones_pid(db_url: str) -> 
     again = StoreLock(db_url)
     again.acquire()  # released: free for the next daemon
     again.release()
+
+
+def test_daemons_share_a_postgresql_store(postgres_url: str) -> None:
+    # A fleet: ownership is per receptor, through leases (tests/test_fleet.py).
+    first, second = StoreLock(postgres_url), StoreLock(postgres_url)
+    first.acquire()
+    second.acquire()
+    first.release()
+    second.release()
+    assert (first._held, second._held) == (None, None)
 
 
 def test_the_sqlite_lock_file_is_private(tmp_path: Path) -> None:

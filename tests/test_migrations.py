@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import create_engine, text
 
@@ -82,7 +82,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0004"
+    assert current_revision(db_url) == head_revision() == "0005"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -107,3 +107,98 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
     )
     assert seed.reviewed_at == T0
     assert tombstones == []
+
+
+def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) -> None:
+    """Signals and their per-receptor delivery rows, written as wave 1 wrote them, come out
+    of the upgrade with the same status, attempts, errors and checkpoints, in the same order;
+    what was pending is delivered after the upgrade, what was settled is not."""
+    upgrade(db_url, "0004")
+    engine = create_engine(db_url)
+    t = T0.replace(tzinfo=None)
+    # (signal, receptor, status, attempts, last_error, checkpoint)
+    deliveries = [
+        ("s1", "observation", "delivered", 1, None, None),
+        ("s2", "observation", "delivered", 3, None, None),  # delivered after two failures
+        ("s3", "observation", "dead", 5, "payload.subject: required", None),
+        ("s4", "observation", "delivered", 1, None, None),
+        ("s5", "observation", "pending", 2, "database is locked", None),
+        ("s6", "observation", "pending", 0, None, None),
+        ("s7", "daily", "pending", 1, "disk full", '{"position": 12}'),
+        ("s8", "daily", "dead", 1, "bad day", None),
+    ]
+    with engine.begin() as connection:
+        for n, (signal_id, receptor, status, attempts, error, checkpoint) in enumerate(deliveries):
+            signal_type = "memory.observation" if receptor == "observation" else "memory.daily_note"
+            connection.execute(
+                text(
+                    "INSERT INTO signals (id, type, class, source_layer, source_id, workspace_id,"
+                    " intensity, decay_rate, cascade_potential, payload, affinity, emitted_at,"
+                    " stored_at, idempotency_key) VALUES (:id, :type, 'knowledge', 'agent', 'ada',"
+                    " 'default', 0.7, 0, false, :payload, '[]', :t, :stored, :key)"
+                ),
+                {
+                    "id": signal_id,
+                    "type": signal_type,
+                    "payload": f'{{"n": {n}}}',
+                    "t": t,
+                    "stored": t + timedelta(seconds=n),
+                    "key": f"key-{n}" if n % 2 else None,
+                },
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO deliveries (signal_id, receptor, status, attempts, last_error,"
+                    " checkpoint, created_at, updated_at, delivered_at) VALUES (:id, :receptor,"
+                    " :status, :attempts, :error, :checkpoint, :t, :t, :delivered)"
+                ),
+                {
+                    "id": signal_id,
+                    "receptor": receptor,
+                    "status": status,
+                    "attempts": attempts,
+                    "error": error,
+                    "checkpoint": checkpoint,
+                    "t": t,
+                    "delivered": t if status == "delivered" else None,
+                },
+            )
+        connection.execute(  # unrouted: no receptor bound it
+            text(
+                "INSERT INTO signals (id, type, class, source_layer, source_id, workspace_id,"
+                " intensity, decay_rate, cascade_potential, payload, affinity, emitted_at,"
+                " stored_at) VALUES ('s9', 'test.unbound', 'knowledge', 'agent', 'ada',"
+                " 'default', 0.7, 0, false, '{}', '[]', :t, :stored)"
+            ),
+            {"t": t, "stored": t + timedelta(seconds=20)},
+        )
+    engine.dispose()
+
+    upgrade(db_url)
+
+    assert current_revision(db_url) == head_revision() == "0005"
+    store = Store(db_url)
+    try:
+        found = {
+            signal_id: store.read_sync(lambda tx, s=signal_id: tx.signals.get(s))
+            for signal_id in [d[0] for d in deliveries] + ["s9"]
+        }
+        observation = store.read_sync(lambda tx: tx.signals.next_deliveries("observation", 10))
+        daily = store.read_sync(lambda tx: tx.signals.next_deliveries("daily", 10))
+        counts = store.read_sync(lambda tx: tx.signals.open_counts())
+        by_key = store.read_sync(lambda tx: tx.signals.listing(limit=100))
+    finally:
+        store.close()
+    for signal_id, receptor, status, attempts, error, _ in deliveries:
+        stored = found[signal_id]
+        assert stored is not None
+        [state] = stored.deliveries
+        assert (state.receptor, state.status, state.attempts) == (receptor, status, attempts)
+        assert state.last_error == (error if status != "delivered" else None)
+    assert found["s9"] is not None and found["s9"].deliveries == [], "still unrouted"
+    assert [s.id for s in reversed(by_key)] == [f"s{n}" for n in range(1, 10)], "log order kept"
+    assert [(d.signal.id, d.attempts) for d in observation[1]] == [("s5", 2), ("s6", 0)]
+    assert [(d.signal.id, d.attempts, d.checkpoint) for d in daily[1]] == [
+        ("s7", 1, {"position": 12})
+    ]
+    assert counts.pending == 3 and counts.dead == 2

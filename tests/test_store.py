@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,12 +25,12 @@ from daemon.core.signal import Signal
 from daemon.store import Store, Tx
 from daemon.store.engine import StoreLost
 from daemon.store.migrate import current_revision, head_revision, upgrade
-from daemon.store.signal_log import NewSignal
+from daemon.store.signal_log import NewSignal, Stored
 
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0004"
+    assert current_revision(db_url) == head_revision() == "0005"
     upgrade(db_url)  # a second upgrade is a no-op
     engine = create_engine(db_url)
     with engine.connect() as connection:
@@ -77,7 +78,7 @@ async def test_relaxed_work_batched_with_an_emit_commits_durably(store: Store) -
     held = asyncio.create_task(store.write(hold_the_writer))
     assert await anyio.to_thread.run_sync(entered.wait, 10)
     relaxed = asyncio.create_task(store.write(durable_in_effect, durable=False))
-    emit = asyncio.create_task(store.append(NewSignal(ping(), [], T0)))
+    emit = asyncio.create_task(store.write_batched(append_signals, NewSignal(ping(), T0)))
     await asyncio.sleep(0)  # each task runs up to its wait: both are queued, one batch
     assert store._writer._queue.qsize() == 2
     release.set()
@@ -88,32 +89,28 @@ async def test_relaxed_work_batched_with_an_emit_commits_durably(store: Store) -
 
 
 @pytest.mark.asyncio
-async def test_every_acknowledged_emit_commits_durably_and_done_marks_do_not(
-    store: Store,
-) -> None:
+async def test_every_acknowledged_emit_commits_durably_with_its_effect(store: Store) -> None:
     """Each emit acknowledged by the bus is one commit with synchronous=FULL (PostgreSQL:
-    synchronous_commit on) in effect; the commits that only mark a delivery done (and write
-    its receptor's effect) are the relaxed ones."""
+    synchronous_commit on) in effect, and a store receptor with nothing older to deliver
+    writes its effect in that same commit: acknowledged means applied."""
     create_applied_table(store)
     spy = CommitSpy(store._writer.engine)
     async with SignalBus(store, [Counter()]) as bus:
         for n in range(12):
             stored = await bus.emit(ping(n))
-            with anyio.fail_after(10):
-                assert await bus.settled(stored.id) == {"counter": "delivered"}
+            assert stored.id in applied(store), "applied before the emit returns"
     spy.detach()
-    emits = [c for c in spy.commits if "INSERT INTO signals" in c.statements]
-    done_marks = [c for c in spy.commits if c.statements.startswith("UPDATE deliveries")]
-    assert len(emits) == 12, "one commit per acknowledged emit"
-    assert [c.durable for c in emits] == [True] * 12
-    assert len(done_marks) == 12
-    assert [c.durable for c in done_marks] == [False] * 12
+    emits = [c for c in spy.commits if c.appended]
+    assert [(c.appended, c.durable) for c in emits] == [(1, True)] * 12
+    applications = [c for c in spy.commits if "INSERT INTO test_applied" in c.statements]
+    assert all(c.appended for c in applications), "every effect committed with its emit"
     assert len(applied(store)) == 12
 
 
 class Commit(NamedTuple):
-    statements: str  # what the transaction ran, one statement a line
+    statements: str  # what the transaction ran through SQLAlchemy, one statement a line
     durable: bool  # the setting in effect when it committed
+    appended: int  # signals it added to the log
 
 
 class CommitSpy:
@@ -124,6 +121,7 @@ class CommitSpy:
         self.engine = engine
         self.commits: list[Commit] = []
         self._statements: list[str] = []
+        self._head = 0
         event.listen(engine, "before_cursor_execute", self._executed)
         event.listen(engine, "commit", self._committed)
 
@@ -138,7 +136,9 @@ class CommitSpy:
     def _committed(self, connection: Connection) -> None:
         driver = connection.connection.driver_connection
         durable = commits_durably(driver, connection.dialect.name)
-        self.commits.append(Commit("\n".join(self._statements), durable))
+        head = log_head(driver)
+        appended, self._head = head - self._head, head
+        self.commits.append(Commit("\n".join(self._statements), durable, appended))
         self._statements = []
 
 
@@ -150,6 +150,20 @@ def commits_durably(driver: Any, dialect: str) -> bool:
     with driver.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         return str(cursor.fetchone()[0]) != "off"
+
+
+def log_head(driver: Any) -> int:
+    """The log's last sequence number, read on the driver (the emit's insert bypasses
+    SQLAlchemy's events)."""
+    cursor = driver.cursor()
+    cursor.execute("SELECT coalesce(max(seq), 0) FROM signals")
+    head = int(cursor.fetchone()[0])
+    cursor.close()
+    return head
+
+
+def append_signals(tx: Tx, new: Sequence[NewSignal]) -> list[Stored]:
+    return tx.signals.append(new)
 
 
 def ping(n: int = 0) -> Signal:

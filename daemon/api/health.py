@@ -31,7 +31,10 @@ async def health(services: Running) -> dict[str, Any]:
         "version": __version__,
         "uptime_seconds": round(time.monotonic() - services.started, 3),
         "workspace": services.layers.workspace,
-        "receptors": [{"key": r.key, "binds": sorted(r.binds)} for r in bus.receptors],
+        "receptors": [
+            {"key": r.key, "binds": sorted(r.binds), "owned": r.key in bus.owned}
+            for r in bus.receptors
+        ],
         "deliveries": {"pending": counts.pending, "dead": counts.dead},
         "rhythms": {name: iso(at) if at else None for name, at in services.next_fires().items()},
         "substrate": {"watched_files": [str(f) for f in files]},

@@ -1,26 +1,31 @@
-"""The signal bus: persist before deliver.
+"""The signal bus: persist before deliver, as a log with a cursor per receptor.
 
-``emit`` validates nothing itself (a :class:`Signal` is valid by construction); it hands the
-signal and one delivery row per bound receptor to the store's group-committing writer and
-returns only once that transaction is durable. Each receptor has one worker that reads its
-pending deliveries from the store in persisted order, so crash recovery is nothing special:
-whatever was pending when the process died is simply still pending when it starts.
+``emit`` validates nothing itself (a :class:`Signal` is valid by construction); it appends
+the signal to the store's log through the group-committing writer and returns only once that
+transaction is durable. A receptor whose whole effect is a write to the store, and that has
+nothing older left to deliver, applies the signal inside that same transaction and moves its
+cursor with it (the fast path). Every other delivery is made by the receptor's worker, which
+reads the log after its cursor in order, so crash recovery is nothing special: whatever was
+not settled when the process died lies after a cursor when it starts.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
 import structlog
 
+from daemon.bus.leases import Leases
 from daemon.bus.receptor import (
     DeliveryContext,
     Receptor,
@@ -31,7 +36,7 @@ from daemon.bus.receptor import (
 from daemon.core.clock import Clock, utcnow
 from daemon.core.signal import Signal
 from daemon.store import Store, Tx
-from daemon.store.signal_log import NewSignal, PendingDelivery, Stored
+from daemon.store.signal_log import Delivery, NewSignal, Stored
 
 T = TypeVar("T")
 
@@ -58,8 +63,19 @@ class RetryPolicy:
 
 @dataclass
 class _Failure:
-    delivery: PendingDelivery
+    delivery: Delivery
+    position: int  # the receptor's cursor when it failed
     error: BaseException
+
+
+@dataclass(frozen=True)
+class _Appended:
+    stored: Stored
+    waiting: tuple[str, ...]  # receptors whose workers have this signal to deliver
+
+
+class _CursorMoved(Exception):
+    """Another worker (or daemon) settled what this one was about to."""
 
 
 class SignalBus:
@@ -74,6 +90,9 @@ class SignalBus:
         batch_size: int = 256,
         grace_period: float = 10.0,
         linger: float = 0.002,
+        owner: str | None = None,
+        may_own: Iterable[str] | None = None,
+        lease_seconds: float = 15.0,
     ) -> None:
         keys = [r.key for r in receptors]
         if len(set(keys)) != len(keys):
@@ -86,11 +105,22 @@ class SignalBus:
         self.batch_size = batch_size
         self.grace_period = grace_period
         self.linger = linger
+        # Store receptors that may apply signals inside the emit's transaction.
+        self._inline = [r for r in self.receptors if isinstance(r, StoreReceptor)]
         self._routes: dict[str, list[str]] = {}
         for receptor in self.receptors:
             for signal_type in receptor.binds:
                 self._routes.setdefault(signal_type, []).append(receptor.key)
         self._wake: dict[str, anyio.Event] = {r.key: anyio.Event() for r in self.receptors}
+        self._leases = Leases(
+            store,
+            owner or f"{socket.gethostname()}:{os.getpid()}",
+            keys if may_own is None else may_own,
+            lease_seconds,
+            clock,
+        )
+        # What this daemon applies now; replaced whole (the writer thread reads it).
+        self._owned: frozenset[str] = frozenset()
         self._progress = anyio.Event()
         self._stop = anyio.Event()
         self._accepting = False
@@ -100,6 +130,11 @@ class SignalBus:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        now = self.clock()
+        await self.store.write(
+            lambda tx: [tx.signals.register(r.key, r.binds, now) for r in self.receptors]
+        )
+        self._owned = await self._leases.renew()
         stack = AsyncExitStack()
         task_group = await stack.enter_async_context(anyio.create_task_group())
         self._exit_stack = stack
@@ -120,9 +155,17 @@ class SignalBus:
             self._workers_done.set()
         for receptor in self.receptors:
             task_group.start_soon(run_worker, receptor, name=f"receptor:{receptor.key}")
+        if self._leases.shared:
+            task_group.start_soon(self._keep_leases, name="leases")
+            task_group.start_soon(self._hear_appends, name="appends")
         self._task_group = task_group
         self._accepting = True
-        log.info("bus started", receptors=[r.key for r in self.receptors])
+        log.info(
+            "bus started",
+            receptors=[r.key for r in self.receptors],
+            owned=sorted(self._owned),
+            owner=self._leases.owner,
+        )
         return self
 
     async def __aexit__(
@@ -150,26 +193,104 @@ class SignalBus:
         if scope.cancelled_caught:
             log.warning("grace period over; interrupting deliveries", seconds=self.grace_period)
             self._task_group.cancel_scope.cancel()
+        with suppress(Exception):  # let the fleet take over now rather than at expiry
+            await self._leases.release()
         log.info("bus stopped")
 
     @property
     def accepting(self) -> bool:
         return self._accepting
 
+    @property
+    def owned(self) -> frozenset[str]:
+        """The receptors whose signals this daemon applies now (on PostgreSQL, through its
+        leases; a fleet's other daemons apply the rest)."""
+        return self._owned
+
     # -- emit -----------------------------------------------------------------------------
 
     async def emit(self, signal: Signal) -> Stored:
-        """Store ``signal`` durably with its deliveries; return once committed."""
+        """Append ``signal`` to the log; return once that is durable (and, on the fast
+        path, the store receptors' effects with it)."""
         if not self._accepting:
             raise BusClosed("the bus is not accepting signals")
         if "workspace_id" not in signal.model_fields_set:
             signal = signal.model_copy(update={"workspace_id": self.workspace})
-        receptors = self._routes.get(signal.type, [])
-        stored = await self.store.append(NewSignal(signal, receptors, self.clock()))
-        if not stored.duplicate:
-            for key in receptors:
-                self._wake[key].set()
-        return stored
+        appended: _Appended = await self.store.write_batched(
+            self._append, NewSignal(signal, self.clock())
+        )
+        for key in appended.waiting:
+            self._wake[key].set()
+        return appended.stored
+
+    def _append(self, tx: Tx, new: Sequence[NewSignal]) -> list[_Appended]:
+        """In the writer's transaction: append, then apply on the fast path."""
+        stored = tx.signals.append(new)
+        appended = [
+            (s.seq, n.signal) for s, n in zip(stored, new, strict=True) if s.seq is not None
+        ]
+        caught_up = self._apply_inline(tx, appended) if appended else set()
+        results = [
+            _Appended(
+                s,
+                ()
+                if s.duplicate
+                else tuple(k for k in self._routes.get(n.signal.type, ()) if k not in caught_up),
+            )
+            for s, n in zip(stored, new, strict=True)
+        ]
+        if any(result.waiting for result in results):
+            tx.signals.announce_append()
+        if appended:
+            log.info("signals stored", count=len(appended), applied=sorted(caught_up))
+        return results
+
+    def _apply_inline(self, tx: Tx, appended: list[tuple[int, Signal]]) -> set[str]:
+        """Apply the just-appended signals for each store receptor that has no backlog, in
+        its own savepoint with its cursor. Which receptors are caught up afterwards; for the
+        others, whatever was not applied is left to their workers."""
+        caught_up: set[str] = set()
+        now = self.clock()
+        last = appended[-1][0]
+        for receptor in self._inline:
+            if receptor.key not in self._owned:
+                continue
+            mine = [(seq, signal) for seq, signal in appended if signal.type in receptor.binds]
+            if not mine:
+                continue
+            cursor = tx.signals.cursor(receptor.key)
+            if cursor is None or tx.signals.has_backlog(cursor, below=mine[0][0]):
+                continue
+            signals = [signal for _, signal in mine]
+            try:
+                self._apply_and_advance(tx, receptor, signals, cursor.position, last, now)
+                caught_up.add(receptor.key)
+                continue
+            except StoppedAt as stop:
+                failed_at = stop.index
+            except Exception:  # the worker will try it, and record why it fails
+                continue
+            if failed_at > 0:  # keep what came before the signal that failed
+                with suppress(Exception):
+                    before = mine[failed_at][0] - 1
+                    self._apply_and_advance(
+                        tx, receptor, signals[:failed_at], cursor.position, before, now
+                    )
+        return caught_up
+
+    @staticmethod
+    def _apply_and_advance(
+        tx: Tx,
+        receptor: StoreReceptor,
+        signals: list[Signal],
+        position: int,
+        to: int,
+        now: datetime,
+    ) -> None:
+        with tx.connection.begin_nested():
+            receptor.apply_batch(tx, signals)
+            if not tx.signals.advance(receptor.key, position, to, now):
+                raise _CursorMoved(receptor.key)
 
     async def emit_raw(self, data: Any) -> Stored:
         """Validate untrusted input (a dict or JSON text) against the bus clock, then emit.
@@ -195,7 +316,7 @@ class SignalBus:
             status = await self.store.read(lambda tx: tx.signals.status(signal_id))
             if "pending" not in status.values():
                 return status
-            await progress.wait()
+            await self._progress_or_a_while(progress)
 
     async def drained(self) -> None:
         """Wait until no delivery is pending anywhere."""
@@ -203,16 +324,62 @@ class SignalBus:
             progress = self._progress
             if (await self.store.read(lambda tx: tx.signals.open_counts())).pending == 0:
                 return
+            await self._progress_or_a_while(progress)
+
+    @staticmethod
+    async def _progress_or_a_while(progress: anyio.Event) -> None:
+        # Another daemon of a fleet may make the progress: look again now and then.
+        with anyio.move_on_after(0.5):
             await progress.wait()
+
+    # -- ownership ------------------------------------------------------------------------
+
+    async def _keep_leases(self) -> None:
+        while not self._stop.is_set():
+            await self._pause(self._leases.seconds / 3)
+            if self._stop.is_set():
+                return
+            try:
+                owned = await self._leases.renew()
+            except Exception as exc:  # the store is away: what we hold will expire
+                log.error("lease renewal failed", error=repr(exc))
+                continue
+            if owned != self._owned:
+                log.info("receptors owned", owned=sorted(owned), owner=self._leases.owner)
+            self._owned = owned
+            self._wake_owned()  # also catches any wake-up that went missing
+
+    async def _hear_appends(self) -> None:
+        async with anyio.create_task_group() as listening:
+            listening.start_soon(self._listen)
+            await self._stop.wait()
+            listening.cancel_scope.cancel()
+
+    async def _listen(self) -> None:
+        from daemon.store.notify import listen_for_appends  # psycopg: PostgreSQL only
+
+        while True:
+            try:
+                await listen_for_appends(self.store.url, self._wake_owned)
+            except Exception as exc:
+                log.error("listening for appends failed", error=repr(exc))
+            await anyio.sleep(1.0)
+
+    def _wake_owned(self) -> None:
+        for key in self._owned:
+            self._wake[key].set()
 
     # -- delivery -------------------------------------------------------------------------
 
     async def _worker(self, receptor: Receptor) -> None:
         while not self._stop.is_set():
             wake = self._wake[receptor.key] = anyio.Event()
+            if receptor.key not in self._owned:
+                await wake.wait()
+                continue
             try:
-                batch = await self.store.read(
-                    lambda tx: tx.signals.pending(receptor.key, self.batch_size)
+                position, batch = await self.store.read(
+                    lambda tx: tx.signals.next_deliveries(receptor.key, self.batch_size)
                 )
                 if not batch:
                     await wake.wait()
@@ -220,7 +387,7 @@ class SignalBus:
                     # for many instead of one each, at the cost of this much latency.
                     await anyio.sleep(self.linger)
                     continue
-                failure = await self._deliver_batch(receptor, batch)
+                failure = await self._deliver_batch(receptor, position, batch)
                 if failure is not None:
                     await self._after_failure(receptor, failure)
             except Exception as exc:  # the store itself failed: wait, then try again
@@ -228,59 +395,70 @@ class SignalBus:
                 await self._pause(self.retry_policy.max_delay / 4)
 
     async def _deliver_batch(
-        self, receptor: Receptor, batch: list[PendingDelivery]
+        self, receptor: Receptor, position: int, batch: list[Delivery]
     ) -> _Failure | None:
-        if isinstance(receptor, StoreReceptor) and len(batch) > 1:
-            return await self._apply_store_batch(receptor, batch)
+        if isinstance(receptor, StoreReceptor) and len(batch) > 1 and not batch[0].revived:
+            return await self._apply_store_batch(receptor, position, batch)
         for delivery in batch:
             if self._stop.is_set():
                 return None
-            failure = await self._deliver_one(receptor, delivery)
+            failure = await self._deliver_one(receptor, position, delivery)
             if failure is not None:
                 return failure
+            if not delivery.revived:
+                position = delivery.seq
         return None
 
     async def _apply_store_batch(
-        self, receptor: StoreReceptor, batch: list[PendingDelivery]
+        self, receptor: StoreReceptor, position: int, batch: list[Delivery]
     ) -> _Failure | None:
-        """Apply consecutive deliveries in one transaction with their done-marks. If one
+        """Apply consecutive deliveries in one transaction with the cursor's move. If one
         fails, the transaction is undone and the ones before it are applied again without
         it; the failed one holds back the rest (per-receptor order)."""
         started = time.perf_counter()
         now = self.clock()
 
         def job(tx: Tx) -> None:
-            done = tx.signals.mark_many_delivered([d.id for d in batch], now)
-            if done != len(batch):
-                raise RuntimeError("deliveries changed under the bus; applying one by one")
+            if not tx.signals.settle(receptor.key, batch, position, now):
+                raise _CursorMoved(receptor.key)
             receptor.apply_batch(tx, [d.signal for d in batch])
 
         try:
             await self.store.write(job, durable=False)
         except StoppedAt as stop:
             if stop.index == 0:
-                return _Failure(batch[0], stop.error)
-            failure = await self._apply_store_batch(receptor, batch[: stop.index])
-            return failure or _Failure(batch[stop.index], stop.error)
+                return _Failure(batch[0], position, stop.error)
+            failure = await self._apply_store_batch(receptor, position, batch[: stop.index])
+            return failure or _Failure(batch[stop.index], batch[stop.index - 1].seq, stop.error)
+        except _CursorMoved:
+            return None  # settled elsewhere: read the log again
         except Exception:
-            for delivery in batch:  # no index to go by: one transaction each
-                failure = await self._deliver_one(receptor, delivery)
-                if failure is not None:
-                    return failure
-            return None
-        duration = time.perf_counter() - started
-        for delivery in batch:
-            self._log_outcome(receptor, delivery, "delivered", duration, batch=len(batch))
+            return await self._deliver_each(receptor, position, batch)
+        self._log_batch(receptor, batch, time.perf_counter() - started)
         self._announce_progress()
         return None
 
-    async def _deliver_one(self, receptor: Receptor, delivery: PendingDelivery) -> _Failure | None:
-        attempt = delivery.attempts + 1
+    async def _deliver_each(
+        self, receptor: Receptor, position: int, batch: list[Delivery]
+    ) -> _Failure | None:
+        """No index to go by: one transaction each."""
+        for delivery in batch:
+            failure = await self._deliver_one(receptor, position, delivery)
+            if failure is not None:
+                return failure
+            position = delivery.seq
+        return None
+
+    async def _deliver_one(
+        self, receptor: Receptor, position: int, delivery: Delivery
+    ) -> _Failure | None:
         started = time.perf_counter()
 
         def mark_done(tx: Tx) -> None:
-            if not tx.signals.mark_delivered(delivery.id, attempt, self.clock()):
-                raise RuntimeError(f"delivery {delivery.id} is no longer pending")
+            if not tx.signals.settle(receptor.key, [delivery], position, self.clock()):
+                raise RuntimeError(
+                    f"delivery of {delivery.signal.id} to {receptor.key} is no longer pending"
+                )
 
         async def commit(job: Callable[[Tx], T]) -> T:
             def with_done_mark(tx: Tx) -> T:
@@ -291,13 +469,11 @@ class SignalBus:
 
         async def save_checkpoint(checkpoint: dict[str, Any]) -> None:
             now = self.clock()
-            await self.store.write(
-                lambda tx: tx.signals.save_checkpoint(delivery.id, checkpoint, now)
-            )
+            await self.store.write(lambda tx: tx.signals.save_checkpoint(delivery, checkpoint, now))
 
         context = DeliveryContext(
-            delivery_id=delivery.id,
-            attempt=attempt,
+            seq=delivery.seq,
+            attempt=delivery.attempts + 1,
             checkpoint=delivery.checkpoint,
             now=self.clock,
             commit=commit,
@@ -308,8 +484,8 @@ class SignalBus:
             if not context.committed:
                 await self.store.write(mark_done, durable=False)
         except Exception as exc:
-            return _Failure(delivery, exc)
-        self._log_outcome(receptor, delivery, "delivered", time.perf_counter() - started)
+            return _Failure(delivery, position, exc)
+        self._log_batch(receptor, [delivery], time.perf_counter() - started)
         self._announce_progress()
         return None
 
@@ -322,12 +498,24 @@ class SignalBus:
         delay = 0.0 if dead else self.retry_policy.delay(attempt)
         now = self.clock()
         retry_at = None if dead else now + timedelta(seconds=delay)
-        await self.store.write(
-            lambda tx: tx.signals.record_failure(delivery.id, attempt, error, now, retry_at),
+        recorded = await self.store.write(
+            lambda tx: tx.signals.record_failure(delivery, failure.position, error, now, retry_at),
             durable=False,
         )
-        outcome = "dead" if dead else "retrying"
-        self._log_outcome(receptor, delivery, outcome, None, error=error, retry_in=delay or None)
+        if not recorded:
+            log.info("settled elsewhere", signal_id=delivery.signal.id, receptor=receptor.key)
+            self._announce_progress()
+            return
+        log.warning(
+            "delivery failed",
+            signal_id=delivery.signal.id,
+            signal_type=delivery.signal.type,
+            receptor=receptor.key,
+            attempt=attempt,
+            outcome="dead" if dead else "retrying",
+            error=error,
+            retry_in=delay or None,
+        )
         if dead:
             self._announce_progress()
         else:
@@ -341,22 +529,12 @@ class SignalBus:
         progress, self._progress = self._progress, anyio.Event()
         progress.set()
 
-    def _log_outcome(
-        self,
-        receptor: Receptor,
-        delivery: PendingDelivery,
-        outcome: str,
-        duration: float | None,
-        **extra: Any,
-    ) -> None:
-        method = log.warning if outcome in ("dead", "retrying") else log.info
-        method(
-            "delivery",
-            signal_id=delivery.signal.id,
-            signal_type=delivery.signal.type,
+    def _log_batch(self, receptor: Receptor, batch: list[Delivery], duration: float) -> None:
+        log.info(
+            "delivered",
             receptor=receptor.key,
-            attempt=delivery.attempts + 1,
-            outcome=outcome,
-            duration_ms=None if duration is None else round(duration * 1000, 3),
-            **{k: v for k, v in extra.items() if v is not None},
+            count=len(batch),
+            first_signal_id=batch[0].signal.id,
+            last_seq=batch[-1].seq,
+            duration_ms=round(duration * 1000, 3),
         )

@@ -1,13 +1,14 @@
 """What the bus delivers to.
 
-A :class:`Receptor` has a stable ``key`` (it names the receptor's deliveries in the store)
-and the signal types it ``binds``. The bus calls :meth:`Receptor.deliver` at least once per
-stored signal of those types, in persisted order, so every receptor must be idempotent.
+A :class:`Receptor` has a stable ``key`` (it names the receptor's cursor in the store) and
+the signal types it ``binds``. The bus calls :meth:`Receptor.deliver` at least once per
+stored signal of those types, in log order, so every receptor must be idempotent.
 
 A :class:`StoreReceptor` is a receptor whose whole effect is a write to the store. It
 implements :meth:`StoreReceptor.apply` (and may override :meth:`StoreReceptor.apply_batch`
 to write many signals in few statements); the bus runs it inside the very transaction that
-marks the deliveries done, which makes it effectively-once without further bookkeeping.
+moves the receptor's cursor past them (often the emit's own), which makes it effectively-once
+without further bookkeeping.
 """
 
 from __future__ import annotations
@@ -51,14 +52,14 @@ class DeliveryContext:
     def __init__(
         self,
         *,
-        delivery_id: int,
+        seq: int,
         attempt: int,
         checkpoint: dict[str, Any] | None,
         now: Callable[[], datetime],
         commit: Callable[[Callable[[Tx], Any]], Awaitable[Any]],
         save_checkpoint: Callable[[dict[str, Any]], Awaitable[None]],
     ) -> None:
-        self.delivery_id = delivery_id
+        self.seq = seq  # the signal's place in the log
         self.attempt = attempt
         self.checkpoint = checkpoint
         self.now = now

@@ -22,7 +22,7 @@ from daemon.core.subjects import normalize_subject
 from daemon.store import Store, Tx
 from daemon.store.marks import marks, reinforcements
 from daemon.store.seeds import seeds
-from daemon.store.signal_log import DeliveryCounts, deliveries, signals
+from daemon.store.signal_log import DeliveryCounts, signals
 from daemon.store.sql import escape_like
 
 T = TypeVar("T")
@@ -161,31 +161,22 @@ def seeds_pending_first(tx: Tx, workspace: str) -> list[Seed]:
 
 def list_signals(tx: Tx, wanted: SignalFilter, limit: int) -> list[dict[str, Any]]:
     """Newest first, each with its deliveries."""
-    query = select(signals.c.id, signals.c.type, signals.c.source_id, signals.c.stored_at).order_by(
-        signals.c.stored_at.desc(), signals.c.id.desc()
+    found = tx.signals.listing(
+        status=wanted.status or None,
+        signal_type=wanted.signal_type or None,
+        source=wanted.source or None,
+        limit=limit,
     )
-    if wanted.signal_type:
-        query = query.where(signals.c.type == wanted.signal_type)
-    if wanted.source:
-        query = query.where(signals.c.source_id == wanted.source)
-    if wanted.status == "unrouted":
-        query = query.where(~exists().where(deliveries.c.signal_id == signals.c.id))
-    elif wanted.status:
-        query = query.where(
-            exists().where(
-                deliveries.c.signal_id == signals.c.id, deliveries.c.status == wanted.status
-            )
-        )
-    rows = tx.connection.execute(query.limit(limit)).all()
-    by_signal: dict[str, list[dict[str, Any]]] = {row.id: [] for row in rows}
-    if by_signal:
-        for d in tx.connection.execute(
-            select(deliveries.c.signal_id, deliveries.c.receptor, deliveries.c.status)
-            .where(deliveries.c.signal_id.in_(list(by_signal)))
-            .order_by(deliveries.c.id)
-        ):
-            by_signal[d.signal_id].append({"receptor": d.receptor, "status": d.status})
-    return [dict(row._mapping) | {"deliveries": by_signal[row.id]} for row in rows]
+    return [
+        {
+            "id": s.id,
+            "type": s.type,
+            "source_id": s.source_id,
+            "stored_at": s.stored_at,
+            "deliveries": [{"receptor": d.receptor, "status": d.status} for d in s.deliveries],
+        }
+        for s in found
+    ]
 
 
 def signal_facets(tx: Tx) -> dict[str, list[str]]:

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.core.clock import iso
+from daemon.core.clock import iso, utcnow
 from daemon.core.days import InvalidDay, parse_day
 from daemon.store import Store, Tx
 
@@ -227,11 +227,12 @@ def import_archive(store: Store, daily_dir: Path, path: Path) -> Imported:
     """Check the whole archive, then add what is not there yet. Raises
     :class:`ArchiveRefused` (nothing written) for an archive that fails any check."""
     _, blobs = read_archive(path)
+    now = utcnow()
     rows = {name: _rows(f"{name}.jsonl", blobs.get(f"{name}.jsonl", b"")) for name in TABLES}
     result = Imported()
 
     def restore(tx: Tx) -> None:
-        result.signals = tx.signals.restore(rows["signals"])
+        result.signals = tx.signals.restore(rows["signals"], now)
         result.marks = tx.marks.restore(rows["marks"], rows["reinforcements"])
         tx.seeds.restore(rows["seeds"])
         tx.tombstones.restore(rows["tombstones"])

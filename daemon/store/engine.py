@@ -21,11 +21,12 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from daemon.store.marks import Marks
 from daemon.store.rhythm_state import RhythmState
 from daemon.store.seeds import Seeds
-from daemon.store.signal_log import NewSignal, SignalLog, Stored
+from daemon.store.signal_log import SignalLog
 from daemon.store.tombstones import Tombstones
-from daemon.store.writer import Writer
+from daemon.store.writer import BatchFunction, Writer
 
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -34,7 +35,10 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     """An engine for ``url``; with ``writer`` set, SQLite transactions begin IMMEDIATE."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        # Readers see one snapshot per transaction, as on SQLite: a read of a cursor and of
+        # the log after it can never straddle a commit.
+        isolation = "READ COMMITTED" if writer else "REPEATABLE READ"
+        return create_engine(url, pool_pre_ping=True, isolation_level=isolation)
     if writer and parsed.database and parsed.database != ":memory:":
         _create_private(Path(parsed.database).expanduser())
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
@@ -125,10 +129,6 @@ class Tx:
         return RhythmState(self.connection)
 
 
-def _append_signals(connection: Connection, new: Sequence[NewSignal]) -> list[Stored]:
-    return SignalLog(connection).append(new)
-
-
 class Store:
     """The database as the daemon sees it. Work is a function of a :class:`Tx`: ``write``
     runs it in the one group-committing :class:`Writer`; ``read`` on a pooled connection in
@@ -145,6 +145,7 @@ class Store:
             else None
         )
         self._identity: tuple[int, int] | None = None
+        self._batch_functions: dict[Callable[..., Any], BatchFunction] = {}
 
     @property
     def dialect(self) -> str:
@@ -186,11 +187,26 @@ class Store:
         self._writer.engine.dispose()
         self._reader.dispose()
 
-    async def append(self, new: NewSignal) -> Stored:
-        """Store a signal with its deliveries; return once that is durable. Signals that
-        arrive together are stored by one multi-row statement in one transaction."""
-        stored: Stored = await self._writer.submit_item(_append_signals, new)
-        return stored
+    async def write_batched(
+        self,
+        batch_job: Callable[[Tx, Sequence[Item]], Sequence[T]],
+        item: Item,
+        *,
+        durable: bool = True,
+    ) -> T:
+        """Hand ``item`` to ``batch_job`` together with the items queued beside it (one call,
+        one transaction: how N emits become one commit); return this item's result once
+        the transaction is committed (and durable, unless ``durable=False``). ``batch_job``
+        must be the same function object every time for items to be batched together."""
+        function = self._batch_functions.get(batch_job)
+        if function is None:
+
+            def function(connection: Connection, items: Sequence[Item]) -> Sequence[T]:
+                return batch_job(Tx(connection), items)
+
+            self._batch_functions[batch_job] = function
+        result: T = await self._writer.submit_item(function, item, durable=durable)
+        return result
 
     def scrub(self) -> None:
         """After erasing text (``memory.forget``): on SQLite, copy the write-ahead log into

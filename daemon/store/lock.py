@@ -1,10 +1,10 @@
-"""One daemon per store: a lock taken at start and held for the daemon's life.
+"""One daemon per SQLite store: a lock taken at start and held for the daemon's life.
 
-Two daemons delivering from one database would both apply every signal (the bus's cursor
-is per store, not per process). SQLite: an exclusive ``flock`` on ``<database>.lock``, a
-file that names the holder's pid. PostgreSQL: a session advisory lock, keyed by the schema
-the tables live in, on a connection kept open and named by its ``application_name`` (until
-the bus can share a database between daemons, one daemon per store).
+Two daemons delivering from one SQLite file would both apply every signal, and SQLite has
+one writer anyway: an exclusive ``flock`` on ``<database>.lock``, a file that names the
+holder's pid, refuses the second. PostgreSQL stores take several daemons (a fleet): each
+receptor is owned through a lease on its cursor (:mod:`daemon.bus.leases`), and
+:func:`migration_lock` keeps two daemons from migrating the schema at once.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,6 @@ class StoreLock:
         """Take the lock, or raise :class:`StoreInUse` naming the daemon that has it."""
         if self._sqlite_path is not None:
             self._held = _lock_file(self._sqlite_path.with_name(self._sqlite_path.name + ".lock"))
-        elif make_url(self.url).get_backend_name() == "postgresql":
-            self._held = _advisory_lock(self.url)
 
     def release(self) -> None:
         held, self._held = self._held, None
@@ -68,38 +68,25 @@ def _lock_file(path: Path) -> Any:
     return lock
 
 
-class _PostgresLock:
-    def __init__(self, url: str) -> None:
-        self.engine = create_engine(url, poolclass=NullPool)
-        self.connection = self.engine.connect()
-
-    def close(self) -> None:
-        self.connection.close()
-        self.engine.dispose()
-
-
-def _advisory_lock(url: str) -> _PostgresLock:
-    held = _PostgresLock(url)
-    name = f"cambium pid {os.getpid()}"
-    connection = held.connection
-    connection.execute(text("SELECT set_config('application_name', :name, false)"), {"name": name})
-    schema = connection.execute(text("SELECT current_schema()")).scalar() or ""
-    # A 62-bit key from the schema's name: stores in other schemas keep clear of each other.
-    key = int.from_bytes(hashlib.sha256(f"cambium:{schema}".encode()).digest()[:8]) >> 2
-    taken = connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key})
-    if taken.scalar():
-        connection.commit()
-        return held
-    holder = connection.execute(
-        text(
-            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.granted"
-            " AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
-        ),
-        {"key": key},
-    ).scalar()
-    held.close()
-    raise StoreInUse(
-        f"another daemon ({holder or 'unknown'}) is using the PostgreSQL schema {schema}; "
-        "stop it first, or give this one its own [store] url"
-    )
+@contextmanager
+def migration_lock(url: str) -> Iterator[None]:
+    """On PostgreSQL, one migration at a time: a session advisory lock keyed by the schema
+    the tables live in (stores in other schemas keep clear of each other). Elsewhere, none
+    is needed (SQLite's daemon holds the file lock)."""
+    if make_url(url).get_backend_name() != "postgresql":
+        yield
+        return
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            schema = connection.execute(text("SELECT current_schema()")).scalar() or ""
+            key = int.from_bytes(hashlib.sha256(f"cambium:{schema}".encode()).digest()[:8]) >> 2
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            connection.commit()
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                connection.commit()
+    finally:
+        engine.dispose()

@@ -37,10 +37,12 @@ def upgrade(url: str, revision: str = "head") -> None:
     from alembic import command
 
     from daemon.store.engine import make_engine
+    from daemon.store.lock import migration_lock
 
     # A writer's engine creates a new SQLite file private to the user (0600).
     make_engine(url, writer=True).dispose()
-    command.upgrade(alembic_config(url), revision)
+    with migration_lock(url):  # a fleet's daemons may start together
+        command.upgrade(alembic_config(url), revision)
 
 
 async def upgrade_in_child_process(url: str) -> None:

@@ -1,26 +1,46 @@
-"""The signal log: the ``signals`` and ``deliveries`` tables, the bus's durable record.
+"""The signal log: the ``signals`` table (append-only, ``seq`` in commit order), one cursor per
+receptor (``receptor_cursors``) and the exceptions to it (``delivery_failures``).
 
-:class:`SignalLog` names every operation on them once and returns typed records; the bus,
-the API, the CLI and the tests call its methods inside a transaction the
-:class:`~daemon.store.engine.Store` hands them."""
+A receptor's delivery of a signal is never a row of its own unless something went wrong:
+
+- ``seq <= since``, or a type it does not bind: not its signal;
+- a ``delivery_failures`` row: what that row says (``pending`` with attempts and the last
+  error, ``dead``, or ``delivered`` after failing);
+- otherwise ``seq <= position``: delivered; above it: pending.
+
+:class:`SignalLog` names every operation on these tables once and returns typed records; the
+bus, the API, the CLI and the tests call it inside a transaction the
+:class:`~daemon.store.engine.Store` hands them. Appending, the hot path, goes through the
+driver's own prepared statements (:mod:`daemon.store.log_append`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, bindparam, exists, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    and_,
+    false,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from daemon.core.clock import iso
 from daemon.core.signal import Signal
-from daemon.store.sql import insert_ignoring_duplicates, text_for_store, with_instants
-from daemon.store.tables import DeliveryTable, SignalTable
+from daemon.store.log_append import APPENDED_CHANNEL, insert_signals
+from daemon.store.sql import insert_ignoring_duplicates, text_for_store, upsert, with_instants
+from daemon.store.tables import DeliveryFailureTable, ReceptorCursorTable, SignalTable
 
 signals = SignalTable.__table__  # type: ignore[attr-defined]
-deliveries = DeliveryTable.__table__  # type: ignore[attr-defined]
+cursors = ReceptorCursorTable.__table__  # type: ignore[attr-defined]
+failures = DeliveryFailureTable.__table__  # type: ignore[attr-defined]
 
 DELIVERY_STATES = ("pending", "delivered", "dead")
 MAX_ERROR_CHARS = 4000
@@ -28,28 +48,46 @@ MAX_ERROR_CHARS = 4000
 
 @dataclass(frozen=True)
 class Stored:
-    """What an emit returns: the signal id, and whether it was already stored."""
+    """What an emit returns: the signal id, whether it was already stored, and (when new)
+    its place in the log."""
 
     id: str
     duplicate: bool
-
-
-@dataclass(frozen=True)
-class PendingDelivery:
-    id: int
-    receptor: str
-    attempts: int
-    checkpoint: dict[str, Any] | None
-    signal: Signal
+    seq: int | None = None
 
 
 @dataclass(frozen=True)
 class NewSignal:
-    """A validated signal on its way into the store, with the receptors it is routed to."""
+    """A validated signal on its way into the store."""
 
     signal: Signal
-    receptors: list[str]
     stored_at: datetime
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a receptor is in the log."""
+
+    receptor: str
+    binds: frozenset[str]
+    since: int
+    position: int
+
+    def owns(self, seq: int, signal_type: str) -> bool:
+        return seq > self.since and signal_type in self.binds
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A signal a receptor has still to settle. ``attempts`` counts the failed ones so far;
+    a ``revived`` delivery lies below the cursor (a dead one retried by hand)."""
+
+    seq: int
+    receptor: str
+    attempts: int
+    checkpoint: dict[str, Any] | None
+    signal: Signal
+    revived: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,10 +120,12 @@ class StoredSignal:
 
     signal: Signal
     stored_at: datetime
+    seq: int
     deliveries: list[DeliveryState] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return self.signal.to_json_dict() | {
+            "seq": self.seq,
             "stored_at": iso(self.stored_at),
             "deliveries": [d.to_json() for d in self.deliveries],
         }
@@ -96,6 +136,7 @@ class SignalSummary:
     """One line of the log's listing."""
 
     id: str
+    seq: int
     type: str
     source_id: str
     workspace_id: str
@@ -106,6 +147,7 @@ class SignalSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "seq": self.seq,
             "type": self.type,
             "source_id": self.source_id,
             "workspace_id": self.workspace_id,
@@ -127,66 +169,15 @@ def _iso_or_none(value: datetime | None) -> str | None:
     return None if value is None else iso(value)
 
 
-_BY_IDEMPOTENCY_KEY = select(signals.c.id, signals.c.idempotency_key).where(
-    signals.c.idempotency_key.in_(bindparam("keys", expanding=True))
-)
-_INSERT_DELIVERIES = insert(deliveries)
-
-_PENDING = (
-    select(
-        deliveries.c.id.label("delivery_id"),
-        deliveries.c.attempts,
-        deliveries.c.checkpoint,
-        *[c for c in signals.c if c.name != "stored_at"],
-    )
-    .join(signals, signals.c.id == deliveries.c.signal_id)
-    .where(deliveries.c.receptor == bindparam("receptor"), deliveries.c.status == "pending")
-    .order_by(deliveries.c.id)
-    .limit(bindparam("limit"))
-)
-
-_MARK_DELIVERED = (
-    update(deliveries)
-    .where(deliveries.c.id == bindparam("delivery_id"), deliveries.c.status == "pending")
-    .values(
-        status="delivered",
-        attempts=bindparam("attempt"),
-        last_error=None,
-        next_attempt_at=None,
-        delivered_at=bindparam("now"),
-        updated_at=bindparam("now"),
-    )
-)
-
-_MARK_MANY_DELIVERED = (
-    update(deliveries)
-    .where(
-        deliveries.c.id.in_(bindparam("delivery_ids", expanding=True)),
-        deliveries.c.status == "pending",
-    )
-    .values(
-        status="delivered",
-        attempts=deliveries.c.attempts + 1,
-        last_error=None,
-        next_attempt_at=None,
-        delivered_at=bindparam("now"),
-        updated_at=bindparam("now"),
-    )
-)
-
-_DELIVERY_COLUMNS = (
-    deliveries.c.receptor,
-    deliveries.c.status,
-    deliveries.c.attempts,
-    deliveries.c.last_error,
-    deliveries.c.next_attempt_at,
-    deliveries.c.delivered_at,
-)
-
-_OPEN_COUNTS = (
-    select(deliveries.c.status, func.count())
-    .where(deliveries.c.status.in_(("pending", "dead")))
-    .group_by(deliveries.c.status)
+_SIGNAL_COLUMNS = [c for c in signals.c if c.name != "stored_at"]
+_SUMMARY_COLUMNS = (
+    signals.c.id,
+    signals.c.seq,
+    signals.c.type,
+    signals.c.source_id,
+    signals.c.workspace_id,
+    signals.c.emitted_at,
+    signals.c.stored_at,
 )
 
 
@@ -199,117 +190,258 @@ class SignalLog:
     # -- appending ------------------------------------------------------------------------
 
     def append(self, new: Sequence[NewSignal]) -> list[Stored]:
-        """Store each signal and one pending delivery per receptor, unless its id or
-        idempotency key is already stored (or came earlier in ``new``): then store nothing
-        and name the first one. One multi-row INSERT that skips conflicts, for group commit."""
-        connection = self.connection
-        statement = insert_ignoring_duplicates(signals, connection.dialect.name).returning(
-            signals.c.id
-        )
-        rows = [signal_row(n.signal, n.stored_at) for n in new]
-        inserted = set(connection.execute(statement, rows).scalars())
+        """Append each signal unless its id or idempotency key is already stored (or came
+        earlier in ``new``): then store nothing and name the first one."""
+        seqs = insert_signals(self.connection, [(n.signal, n.stored_at) for n in new])
         skipped_keys = [
             n.signal.idempotency_key
-            for n in new
-            if n.signal.id not in inserted and n.signal.idempotency_key is not None
+            for n, seq in zip(new, seqs, strict=True)
+            if seq is None and n.signal.idempotency_key is not None
         ]
         first_with_key: dict[str, str] = {}
         if skipped_keys:
-            for row in connection.execute(_BY_IDEMPOTENCY_KEY, {"keys": skipped_keys}):
-                first_with_key[row.idempotency_key] = row.id
-        results: list[Stored] = []
-        delivery_rows: list[dict[str, Any]] = []
-        for n in new:
-            signal = n.signal
-            if signal.id not in inserted:
-                key = signal.idempotency_key
-                results.append(Stored(first_with_key.get(key or "", signal.id), duplicate=True))
-                continue
-            inserted.discard(signal.id)  # a repeat of this id later in the batch is a duplicate
-            results.append(Stored(signal.id, duplicate=False))
-            delivery_rows.extend(
-                {
-                    "signal_id": signal.id,
-                    "receptor": receptor,
-                    "status": "pending",
-                    "attempts": 0,
-                    "created_at": n.stored_at,
-                    "updated_at": n.stored_at,
-                }
-                for receptor in n.receptors
+            query = select(signals.c.idempotency_key, signals.c.id).where(
+                signals.c.idempotency_key.in_(skipped_keys)
             )
-        if delivery_rows:
-            connection.execute(_INSERT_DELIVERIES, delivery_rows)
-        return results
-
-    # -- delivering -----------------------------------------------------------------------
-
-    def pending(self, receptor: str, limit: int) -> list[PendingDelivery]:
-        """The receptor's pending deliveries in persisted order."""
-        rows = self.connection.execute(_PENDING, {"receptor": receptor, "limit": limit}).all()
+            first_with_key = {key: id_ for key, id_ in self.connection.execute(query)}
         return [
-            PendingDelivery(
-                id=row.delivery_id,
-                receptor=receptor,
-                attempts=row.attempts,
-                checkpoint=row.checkpoint,
-                signal=signal_from_row(row),
-            )
-            for row in rows
+            Stored(n.signal.id, duplicate=False, seq=seq)
+            if seq is not None
+            else Stored(first_with_key.get(n.signal.idempotency_key or "", n.signal.id), True)
+            for n, seq in zip(new, seqs, strict=True)
         ]
 
-    def mark_delivered(self, delivery_id: int, attempt: int, now: datetime) -> bool:
-        """Mark a pending delivery done; False if it was not pending (someone got there
-        first)."""
+    def announce_append(self) -> None:
+        """On PostgreSQL, tell the fleet (when this transaction commits) that the log has
+        work for its workers; elsewhere there is no one else to tell."""
+        if self.connection.dialect.name == "postgresql":
+            self.connection.exec_driver_sql(f"NOTIFY {APPENDED_CHANNEL}")
+
+    def head(self) -> int:
+        """The last sequence number appended (0 for an empty log)."""
+        return int(
+            self.connection.execute(select(func.coalesce(func.max(signals.c.seq), 0))).one()[0]
+        )
+
+    # -- cursors --------------------------------------------------------------------------
+
+    def register(self, receptor: str, binds: Iterable[str], now: datetime) -> Cursor:
+        """Make sure ``receptor`` has a cursor and binds ``binds``. A new receptor starts at
+        the head: what was stored before it existed is not its to deliver."""
+        head = self.head()
+        self.connection.execute(
+            insert_ignoring_duplicates(cursors, self.connection.dialect.name),
+            {
+                "receptor": receptor,
+                "binds": sorted(binds),
+                "since": head,
+                "position": head,
+                "updated_at": now,
+            },
+        )
+        self.connection.execute(
+            update(cursors).where(cursors.c.receptor == receptor).values(binds=sorted(binds))
+        )
+        found = self.cursor(receptor)
+        assert found is not None
+        return found
+
+    def cursor(self, receptor: str) -> Cursor | None:
+        row = self.connection.execute(select(cursors).where(cursors.c.receptor == receptor)).first()
+        return None if row is None else _cursor(row)
+
+    def cursors(self) -> list[Cursor]:
+        rows = self.connection.execute(select(cursors).order_by(cursors.c.receptor))
+        return [_cursor(row) for row in rows]
+
+    def has_backlog(self, cursor: Cursor, below: int) -> bool:
+        """Whether a signal of the receptor's lies between its cursor and ``below``."""
+        if not cursor.binds:
+            return False
+        query = select(signals.c.seq).where(
+            signals.c.type.in_(sorted(cursor.binds)),
+            signals.c.seq > max(cursor.position, cursor.since),
+            signals.c.seq < below,
+        )
+        return self.connection.execute(query.limit(1)).first() is not None
+
+    def advance(self, receptor: str, position: int, to: int, now: datetime) -> bool:
+        """Move the cursor from ``position`` to ``to``; False if it was not at ``position``
+        (another worker or daemon moved it: the caller's work must not count)."""
         result = self.connection.execute(
-            _MARK_DELIVERED, {"delivery_id": delivery_id, "attempt": attempt, "now": now}
+            update(cursors)
+            .where(cursors.c.receptor == receptor, cursors.c.position == position)
+            .values(position=to, updated_at=now)
         )
         return result.rowcount == 1
 
-    def mark_many_delivered(self, delivery_ids: list[int], now: datetime) -> int:
-        """Mark pending deliveries done, each counting one more attempt; how many were
-        pending."""
-        result = self.connection.execute(
-            _MARK_MANY_DELIVERED, {"delivery_ids": delivery_ids, "now": now}
-        )
-        return result.rowcount
+    # -- leases (a fleet of daemons on PostgreSQL) ----------------------------------------
 
-    def record_failure(
-        self, delivery_id: int, attempt: int, error: str, now: datetime, retry_at: datetime | None
-    ) -> None:
-        """Count a failed attempt; with no ``retry_at`` the delivery is dead. The error is
-        stored in a form every store accepts (no NUL, bounded)."""
+    def take_lease(self, receptor: str, owner: str, now: datetime, until: datetime) -> bool:
+        """Own ``receptor`` until ``until``: renew a lease ``owner`` holds, or take one that
+        is free or expired. False if another owner holds it."""
+        result = self.connection.execute(
+            update(cursors)
+            .where(
+                cursors.c.receptor == receptor,
+                or_(
+                    cursors.c.owner.is_(None),
+                    cursors.c.owner == owner,
+                    cursors.c.lease_until < now,
+                ),
+            )
+            .values(owner=owner, lease_until=until)
+        )
+        return result.rowcount == 1
+
+    def release_leases(self, owner: str) -> None:
+        """Give up every lease ``owner`` holds (at a clean stop: others take over at once)."""
         self.connection.execute(
-            update(deliveries)
-            .where(deliveries.c.id == delivery_id, deliveries.c.status == "pending")
-            .values(
-                status="pending" if retry_at is not None else "dead",
-                attempts=attempt,
-                last_error=text_for_store(error, MAX_ERROR_CHARS),
-                next_attempt_at=retry_at,
-                updated_at=now,
+            update(cursors).where(cursors.c.owner == owner).values(owner=None, lease_until=None)
+        )
+
+    def owners(self) -> dict[str, str | None]:
+        """Receptor -> the daemon holding its lease (None: free)."""
+        rows = self.connection.execute(select(cursors.c.receptor, cursors.c.owner))
+        return {receptor: owner for receptor, owner in rows}
+
+    # -- delivering -----------------------------------------------------------------------
+
+    def next_deliveries(self, receptor: str, limit: int) -> tuple[int, list[Delivery]]:
+        """The receptor's cursor and what it has to deliver next, in log order: first the
+        revived deliveries below the cursor, then the log after it."""
+        cursor = self.cursor(receptor)
+        if cursor is None or not cursor.binds:
+            return (0 if cursor is None else cursor.position), []
+        revived = self.connection.execute(
+            select(failures.c.attempts, failures.c.checkpoint, *_SIGNAL_COLUMNS)
+            .join(signals, signals.c.seq == failures.c.seq)
+            .where(
+                failures.c.receptor == receptor,
+                failures.c.status == "pending",
+                failures.c.seq <= cursor.position,
+            )
+            .order_by(failures.c.seq)
+            .limit(limit)
+        ).all()
+        if revived:
+            return cursor.position, [_delivery(receptor, row, revived=True) for row in revived]
+        after = (
+            select(*_SIGNAL_COLUMNS)
+            .where(
+                signals.c.type.in_(sorted(cursor.binds)),
+                signals.c.seq > max(cursor.position, cursor.since),
+            )
+            .order_by(signals.c.seq)
+            .limit(limit)
+            .subquery()
+        )
+        rows = self.connection.execute(
+            select(after, failures.c.attempts, failures.c.checkpoint)
+            .outerjoin(
+                failures, and_(failures.c.receptor == receptor, failures.c.seq == after.c.seq)
+            )
+            .order_by(after.c.seq)
+        ).all()
+        return cursor.position, [_delivery(receptor, row) for row in rows]
+
+    def settle(
+        self, receptor: str, deliveries: Sequence[Delivery], position: int, now: datetime
+    ) -> bool:
+        """Count ``deliveries`` (consecutive, from the cursor at ``position``, or one revived
+        delivery) as delivered; False if any of them is no longer the receptor's to settle,
+        and then nothing must be written."""
+        if deliveries[0].revived:
+            [delivery] = deliveries
+            result = self.connection.execute(
+                _mark_failures_delivered(receptor, now).where(
+                    failures.c.seq == delivery.seq, failures.c.status == "pending"
+                )
+            )
+            return result.rowcount == 1
+        if not self.advance(receptor, position, deliveries[-1].seq, now):
+            return False
+        # Failed attempts and checkpoints (saved during this very attempt, too) end here.
+        self.connection.execute(
+            _mark_failures_delivered(receptor, now).where(
+                failures.c.seq > position,
+                failures.c.seq <= deliveries[-1].seq,
+                failures.c.status == "pending",
             )
         )
+        return True
 
-    def save_checkpoint(self, delivery_id: int, checkpoint: dict[str, Any], now: datetime) -> None:
+    def record_failure(
+        self,
+        delivery: Delivery,
+        position: int,
+        error: str,
+        now: datetime,
+        retry_at: datetime | None,
+    ) -> bool:
+        """Count a failed attempt; with no ``retry_at`` the delivery is dead and the cursor
+        moves past it (a dead delivery never holds back the ones after it). The error is
+        stored in a form every store accepts (no NUL, bounded). False, and nothing written,
+        if the delivery was settled elsewhere meanwhile."""
+        if not self._still_open(delivery):
+            return False
+        values = {
+            "status": "pending" if retry_at is not None else "dead",
+            "attempts": delivery.attempts + 1,
+            "last_error": text_for_store(error, MAX_ERROR_CHARS),
+            "next_attempt_at": retry_at,
+            "updated_at": now,
+        }
+        self._upsert_failure(delivery, values)
+        if retry_at is None and not delivery.revived:
+            self.advance(delivery.receptor, position, delivery.seq, now)
+        return True
+
+    def _still_open(self, delivery: Delivery) -> bool:
+        if delivery.revived:
+            status = self.connection.execute(
+                select(failures.c.status).where(
+                    failures.c.receptor == delivery.receptor, failures.c.seq == delivery.seq
+                )
+            ).scalar()
+            return status == "pending"
+        cursor = self.cursor(delivery.receptor)
+        return cursor is not None and cursor.position < delivery.seq
+
+    def save_checkpoint(
+        self, delivery: Delivery, checkpoint: dict[str, Any], now: datetime
+    ) -> None:
+        self._upsert_failure(
+            delivery,
+            {
+                "status": "pending",
+                "attempts": delivery.attempts,
+                "checkpoint": checkpoint,
+                "updated_at": now,
+            },
+        )
+
+    def _upsert_failure(self, delivery: Delivery, values: dict[str, Any]) -> None:
+        key = {"receptor": delivery.receptor, "seq": delivery.seq}
         self.connection.execute(
-            update(deliveries)
-            .where(deliveries.c.id == delivery_id)
-            .values(checkpoint=checkpoint, updated_at=now)
+            upsert(failures, self.connection.dialect.name, ["receptor", "seq"], list(values)),
+            key | {"signal_id": delivery.signal.id, "checkpoint": delivery.checkpoint} | values,
         )
 
     def revive_dead(self, signal_id: str, now: datetime, receptor: str | None = None) -> list[str]:
         """Make dead deliveries of a signal pending again (attempts reset); the receptors
         revived."""
-        condition = and_(deliveries.c.signal_id == signal_id, deliveries.c.status == "dead")
+        condition = and_(failures.c.signal_id == signal_id, failures.c.status == "dead")
         if receptor is not None:
-            condition = and_(condition, deliveries.c.receptor == receptor)
+            condition = and_(condition, failures.c.receptor == receptor)
         revived = list(
-            self.connection.execute(select(deliveries.c.receptor).where(condition)).scalars()
+            self.connection.execute(
+                select(failures.c.receptor).where(condition).order_by(failures.c.receptor)
+            ).scalars()
         )
         if revived:
             self.connection.execute(
-                update(deliveries)
+                update(failures)
                 .where(condition)
                 .values(status="pending", attempts=0, next_attempt_at=None, updated_at=now)
             )
@@ -322,63 +454,120 @@ class SignalLog:
         row = self.connection.execute(select(signals).where(signals.c.id == signal_id)).first()
         if row is None:
             return None
-        found = self.connection.execute(
-            select(*_DELIVERY_COLUMNS)
-            .where(deliveries.c.signal_id == signal_id)
-            .order_by(deliveries.c.id)
-        )
+        states = self._states([(row.seq, row.type)])
         return StoredSignal(
             signal=signal_from_row(row),
             stored_at=row.stored_at,
-            deliveries=[DeliveryState(**d._mapping) for d in found],
+            seq=row.seq,
+            deliveries=states[row.seq],
         )
 
     def status(self, signal_id: str) -> dict[str, str]:
         """Receptor -> delivery status for one signal."""
-        rows = self.connection.execute(
-            select(deliveries.c.receptor, deliveries.c.status).where(
-                deliveries.c.signal_id == signal_id
-            )
-        )
-        return {row.receptor: row.status for row in rows}
+        found = self.get(signal_id)
+        return {} if found is None else {d.receptor: d.status for d in found.deliveries}
 
     def listing(
-        self, *, status: str | None = None, signal_type: str | None = None, limit: int = 50
+        self,
+        *,
+        status: str | None = None,
+        signal_type: str | None = None,
+        source: str | None = None,
+        limit: int = 50,
     ) -> list[SignalSummary]:
-        """Newest first. ``status`` is a delivery status, or ``unrouted`` (no deliveries)."""
-        query = select(
-            signals.c.id,
-            signals.c.type,
-            signals.c.source_id,
-            signals.c.workspace_id,
-            signals.c.emitted_at,
-            signals.c.stored_at,
-        )
-        has_delivery = exists().where(deliveries.c.signal_id == signals.c.id)
-        if status == "unrouted":
-            query = query.where(~has_delivery)
-        elif status is not None:
-            query = query.where(
-                exists().where(
-                    deliveries.c.signal_id == signals.c.id, deliveries.c.status == status
-                )
-            )
+        """Newest first. ``status`` is a delivery status, or ``unrouted`` (no receptor's)."""
+        query = select(*_SUMMARY_COLUMNS)
+        if status is not None:
+            query = query.where(self._having_status(status))
         if signal_type is not None:
             query = query.where(signals.c.type == signal_type)
+        if source is not None:
+            query = query.where(signals.c.source_id == source)
+        rows = self.connection.execute(query.order_by(signals.c.seq.desc()).limit(limit)).all()
+        states = self._states([(row.seq, row.type) for row in rows])
+        return [SignalSummary(**row._mapping, deliveries=states[row.seq]) for row in rows]
+
+    def _having_status(self, status: str) -> ColumnElement[bool]:
+        def failure(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
+            return (
+                select(failures.c.seq).where(failures.c.seq == signals.c.seq, *conditions).exists()
+            )
+
+        def owned(cursor: Cursor) -> ColumnElement[bool]:
+            return and_(signals.c.type.in_(sorted(cursor.binds)), signals.c.seq > cursor.since)
+
+        every = [c for c in self.cursors() if c.binds]
+        if status == "dead":
+            return failure(failures.c.status == "dead")
+        if status == "pending":
+            return or_(
+                failure(failures.c.status == "pending"),
+                *(and_(owned(c), signals.c.seq > c.position) for c in every),
+            )
+        if status == "delivered":
+            return or_(
+                failure(failures.c.status == "delivered"),
+                *(
+                    and_(
+                        owned(c),
+                        signals.c.seq <= c.position,
+                        ~failure(failures.c.receptor == c.receptor),
+                    )
+                    for c in every
+                ),
+            )
+        if status == "unrouted":
+            return and_(~failure(), *(~owned(c) for c in every))
+        return false()
+
+    def _states(self, signals_: Sequence[tuple[int, str]]) -> dict[int, list[DeliveryState]]:
+        """Each signal's delivery states, derived from the cursors and the failure rows."""
+        states: dict[int, list[DeliveryState]] = {seq: [] for seq, _ in signals_}
+        if not signals_:
+            return states
         rows = self.connection.execute(
-            query.order_by(signals.c.stored_at.desc(), signals.c.id.desc()).limit(limit)
+            select(failures).where(failures.c.seq.in_([seq for seq, _ in signals_]))
         ).all()
-        by_signal: dict[str, list[DeliveryState]] = {row.id: [] for row in rows}
-        if by_signal:
-            for d in self.connection.execute(
-                select(deliveries.c.signal_id, *_DELIVERY_COLUMNS[:4])
-                .where(deliveries.c.signal_id.in_(list(by_signal)))
-                .order_by(deliveries.c.id)
-            ):
-                by_signal[d.signal_id].append(
-                    DeliveryState(d.receptor, d.status, d.attempts, d.last_error)
-                )
-        return [SignalSummary(**row._mapping, deliveries=by_signal[row.id]) for row in rows]
+        exceptions = {(row.seq, row.receptor): row for row in rows}
+        every = self.cursors()
+        for seq, signal_type in signals_:
+            for cursor in every:
+                row = exceptions.get((seq, cursor.receptor))
+                if row is not None:
+                    states[seq].append(_state_of_failure(row))
+                elif cursor.owns(seq, signal_type):
+                    delivered = seq <= cursor.position
+                    states[seq].append(
+                        DeliveryState(
+                            cursor.receptor,
+                            "delivered" if delivered else "pending",
+                            1 if delivered else 0,
+                            None,
+                        )
+                    )
+        return states
+
+    def open_counts(self) -> DeliveryCounts:
+        """How many deliveries are pending and dead. Reads only what lies after each cursor
+        (through the type index) and the failure rows."""
+        pending = 0
+        for cursor in self.cursors():
+            if cursor.binds:
+                pending += self.connection.execute(
+                    select(func.count()).where(
+                        signals.c.type.in_(sorted(cursor.binds)),
+                        signals.c.seq > max(cursor.position, cursor.since),
+                    )
+                ).scalar_one()
+        revived = self.connection.execute(
+            select(func.count())
+            .select_from(failures.join(cursors, cursors.c.receptor == failures.c.receptor))
+            .where(failures.c.status == "pending", failures.c.seq <= cursors.c.position)
+        ).scalar_one()
+        dead = self.connection.execute(
+            select(func.count()).where(failures.c.status == "dead")
+        ).scalar_one()
+        return DeliveryCounts(pending=pending + revived, dead=dead)
 
     # -- governance and archives ----------------------------------------------------------
 
@@ -410,46 +599,103 @@ class SignalLog:
 
     def all_rows(self) -> list[dict[str, Any]]:
         """Every signal as its column mapping, in log order (for export)."""
-        query = select(signals).order_by(signals.c.stored_at, signals.c.id)
+        query = select(*[c for c in signals.c if c.name != "seq"]).order_by(signals.c.seq)
         return [dict(r._mapping) for r in self.connection.execute(query)]
 
-    def restore(self, rows: Sequence[dict[str, Any]]) -> int:
-        """Insert exported signals whose id (or idempotency key) is not stored yet, without
-        deliveries: they are history, not work to do (import). How many were new."""
+    def restore(self, rows: Sequence[dict[str, Any]], now: datetime) -> int:
+        """Append exported signals whose id (or idempotency key) is not stored yet, as history
+        rather than work to do (import): every receptor counts them as delivered. How many
+        were new."""
         if not rows:
             return 0
         statement = insert_ignoring_duplicates(signals, self.connection.dialect.name)
-        inserted = self.connection.execute(
-            statement.returning(signals.c.id), with_instants(signals, rows)
+        given = [
+            {k: v for k, v in row.items() if k != "seq"} for row in with_instants(signals, rows)
+        ]
+        before = self.head()
+        inserted = list(
+            self.connection.execute(statement.returning(signals.c.seq), given).scalars()
         )
-        return len(list(inserted.scalars()))
+        if inserted:
+            self._count_as_delivered(before, self.head(), now)
+        return len(inserted)
 
-    def open_counts(self) -> DeliveryCounts:
-        """How many deliveries are pending and dead. Delivered ones are not counted: they
-        grow without bound, and the status index lets this read only the open ones."""
-        counts: dict[str, int] = {status: n for status, n in self.connection.execute(_OPEN_COUNTS)}
-        return DeliveryCounts(pending=counts.get("pending", 0), dead=counts.get("dead", 0))
+    def _count_as_delivered(self, after: int, through: int, now: datetime) -> None:
+        """Signals ``after < seq <= through`` are history for every receptor: a cursor that
+        had nothing left to do moves past them; one with a backlog gets a delivered row each."""
+        for cursor in self.cursors():
+            if not cursor.binds:
+                continue
+            if not self.has_backlog(cursor, below=after + 1):
+                self.advance(cursor.receptor, cursor.position, through, now)
+                continue
+            history = self.connection.execute(
+                select(signals.c.seq, signals.c.id).where(
+                    signals.c.seq > after,
+                    signals.c.seq <= through,
+                    signals.c.type.in_(sorted(cursor.binds)),
+                )
+            ).all()
+            if history:
+                self.connection.execute(
+                    failures.insert(),
+                    [
+                        {
+                            "receptor": cursor.receptor,
+                            "seq": seq,
+                            "signal_id": signal_id,
+                            "status": "delivered",
+                            "attempts": 0,
+                            "updated_at": now,
+                        }
+                        for seq, signal_id in history
+                    ],
+                )
 
 
-def signal_row(signal: Signal, stored_at: datetime) -> dict[str, Any]:
-    return {
-        "id": signal.id,
-        "type": signal.type,
-        "class": signal.signal_class,
-        "source_layer": signal.source_layer,
-        "source_id": signal.source_id,
-        "workspace_id": signal.workspace_id,
-        "intensity": signal.intensity,
-        "decay_rate": signal.decay_rate,
-        "cascade_potential": signal.cascade_potential,
-        "payload": signal.payload,
-        "affinity": signal.affinity,
-        "emitted_at": signal.emitted_at,
-        "stored_at": stored_at,
-        "idempotency_key": signal.idempotency_key,
-        "correlation_id": signal.correlation_id,
-        "causation_id": signal.causation_id,
-    }
+def _mark_failures_delivered(receptor: str, now: datetime) -> Any:
+    return (
+        update(failures)
+        .where(failures.c.receptor == receptor)
+        .values(
+            status="delivered",
+            attempts=failures.c.attempts + 1,
+            last_error=None,
+            next_attempt_at=None,
+            updated_at=now,
+        )
+    )
+
+
+def _cursor(row: Row[Any]) -> Cursor:
+    return Cursor(
+        receptor=row.receptor,
+        binds=frozenset(row.binds),
+        since=row.since,
+        position=row.position,
+    )
+
+
+def _delivery(receptor: str, row: Row[Any], *, revived: bool = False) -> Delivery:
+    return Delivery(
+        seq=row.seq,
+        receptor=receptor,
+        attempts=row.attempts or 0,
+        checkpoint=row.checkpoint,
+        signal=signal_from_row(row),
+        revived=revived,
+    )
+
+
+def _state_of_failure(row: Row[Any]) -> DeliveryState:
+    return DeliveryState(
+        receptor=row.receptor,
+        status=row.status,
+        attempts=row.attempts,
+        last_error=row.last_error,
+        next_attempt_at=row.next_attempt_at,
+        delivered_at=row.updated_at if row.status == "delivered" else None,
+    )
 
 
 def signal_from_row(row: Row[Any]) -> Signal:

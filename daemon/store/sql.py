@@ -25,6 +25,22 @@ def insert_ignoring_duplicates(table: Table, dialect: str) -> Insert:
     raise ValueError(f"unsupported database: {dialect}")
 
 
+def upsert(table: Table, dialect: str, key: list[str], updated: list[str]) -> Insert:
+    """``INSERT ... ON CONFLICT (key) DO UPDATE``: the row is inserted, or its ``updated``
+    columns are set from the values given."""
+    if dialect == "postgresql":
+        pg = postgresql.insert(table)
+        return pg.on_conflict_do_update(
+            index_elements=key, set_={name: pg.excluded[name] for name in updated}
+        )
+    if dialect == "sqlite":
+        lite = sqlite.insert(table)
+        return lite.on_conflict_do_update(
+            index_elements=key, set_={name: lite.excluded[name] for name in updated}
+        )
+    raise ValueError(f"unsupported database: {dialect}")
+
+
 @cache
 def _insert_returning_key(table: Table, dialect: str) -> ReturningInsert[Any]:
     # RETURNING rather than rowcount: psycopg reports no rowcount for ON CONFLICT inserts.

@@ -6,7 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
@@ -34,6 +44,9 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 # Subjects are stored normalized (lowercase). On SQLite a NOCASE column lets `LIKE 'p%'` use
 # the (workspace_id, subject) index; PostgreSQL gets a text_pattern_ops index instead.
+# The log's sequence: 64-bit on PostgreSQL; on SQLite only INTEGER makes a rowid alias.
+SEQUENCE = BigInteger().with_variant(Integer(), "sqlite")
+
 SUBJECT = String(512).with_variant(String(512, collation="NOCASE"), "sqlite")
 
 
@@ -46,10 +59,29 @@ def _json(default: Any) -> Any:
 
 
 class SignalTable(SQLModel, table=True):
-    __tablename__ = "signals"
-    __table_args__ = (Index("ix_signals_type_stored", "type", "stored_at"),)
+    """The signal log: one row per signal, appended in commit order (``seq``), never deleted.
+    Indexed only for what is asked of it: by id, by idempotency key, by type in log order."""
 
-    id: str = Field(primary_key=True, max_length=128)
+    __tablename__ = "signals"
+    __table_args__ = (
+        UniqueConstraint("id", name="uq_signals_id"),
+        Index("ix_signals_type_seq", "type", "seq"),
+        # Partial: most signals have no key, and an index entry per NULL is insert cost only.
+        Index(
+            "uq_signals_idempotency_key",
+            "idempotency_key",
+            unique=True,
+            sqlite_where=text("idempotency_key IS NOT NULL"),
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
+    )
+
+    # INTEGER PRIMARY KEY is SQLite's rowid: the sequence costs no index of its own.
+    seq: int | None = Field(
+        default=None,
+        sa_column=Column(SEQUENCE, primary_key=True, autoincrement=True),
+    )
+    id: str = Field(max_length=128)
     type: str = Field(max_length=128)
     signal_class: str = Field(sa_column=Column("class", String(128), nullable=False))
     source_layer: str = Field(max_length=128)
@@ -61,33 +93,47 @@ class SignalTable(SQLModel, table=True):
     payload: dict[str, Any] = _json(dict)
     affinity: list[str] = _json(list)
     emitted_at: datetime = _instant()
-    stored_at: datetime = _instant(index=True)
-    idempotency_key: str | None = Field(default=None, max_length=256, unique=True)
+    stored_at: datetime = _instant()
+    idempotency_key: str | None = Field(default=None, max_length=256)
     correlation_id: str | None = Field(default=None, max_length=128)
     causation_id: str | None = Field(default=None, max_length=128)
 
 
-class DeliveryTable(SQLModel, table=True):
-    """One row per (signal, bound receptor). ``id`` order is persisted order."""
+class ReceptorCursorTable(SQLModel, table=True):
+    """Where each receptor is in the log: every signal it binds up to ``position`` is settled
+    (delivered or dead). Advanced in the same transaction as the receptor's effects. Signals
+    stored before the receptor first ran (``seq <= since``) are not its to deliver. On
+    PostgreSQL a fleet's daemons take a receptor through its lease (``owner`` until
+    ``lease_until``)."""
 
-    __tablename__ = "deliveries"
-    __table_args__ = (
-        UniqueConstraint("signal_id", "receptor", name="uq_deliveries_signal_receptor"),
-        Index("ix_deliveries_receptor_status_id", "receptor", "status", "id"),
-        Index("ix_deliveries_status", "status"),
-    )
+    __tablename__ = "receptor_cursors"
 
-    id: int | None = Field(default=None, primary_key=True)
-    signal_id: str = Field(foreign_key="signals.id", max_length=128)
-    receptor: str = Field(max_length=128)
-    status: str = Field(default="pending", max_length=16)  # pending | delivered | dead
+    receptor: str = Field(primary_key=True, max_length=128)
+    binds: list[str] = _json(list)
+    since: int = Field(sa_column=Column(SEQUENCE, nullable=False))
+    position: int = Field(sa_column=Column(SEQUENCE, nullable=False))
+    owner: str | None = Field(default=None, max_length=256)
+    lease_until: datetime | None = _instant(nullable=True)
+    updated_at: datetime = _instant()
+
+
+class DeliveryFailureTable(SQLModel, table=True):
+    """The exceptions to "at or below the cursor is delivered": a delivery that failed (still
+    ``pending`` with its next attempt, or ``dead``), that saved a checkpoint, or that was
+    ``delivered`` only after failing. A row per (receptor, signal); most signals have none."""
+
+    __tablename__ = "delivery_failures"
+    __table_args__ = (Index("ix_delivery_failures_status", "status"),)
+
+    receptor: str = Field(primary_key=True, max_length=128)
+    seq: int = Field(sa_column=Column(SEQUENCE, primary_key=True, autoincrement=False))
+    signal_id: str = Field(max_length=128, index=True)
+    status: str = Field(max_length=16)  # pending | delivered | dead
     attempts: int = 0
     last_error: str | None = None
     next_attempt_at: datetime | None = _instant(nullable=True)
     checkpoint: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
-    created_at: datetime = _instant()
     updated_at: datetime = _instant()
-    delivered_at: datetime | None = _instant(nullable=True)
 
 
 class MarkTable(SQLModel, table=True):

@@ -26,7 +26,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from contextlib import suppress
 from itertools import groupby
 from typing import Any, TypeVar
 
@@ -57,11 +57,27 @@ def _run_jobs(connection: Connection, jobs: Sequence[Callable[[Connection], Any]
 class _Work:
     __slots__ = ("batch_function", "durable", "future", "item")
 
-    def __init__(self, batch_function: BatchFunction, item: Any, durable: bool) -> None:
+    def __init__(
+        self, batch_function: BatchFunction, item: Any, durable: bool, future: asyncio.Future[Any]
+    ) -> None:
         self.batch_function = batch_function
         self.item = item
         self.durable = durable
-        self.future: Future[Any] = Future()
+        self.future = future
+
+    def settle(self, result: Any, error: BaseException | None) -> None:
+        """On the caller's event loop: answer the caller, unless it gave up waiting."""
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+
+
+def _settle_all(answers: list[tuple[_Work, Any, BaseException | None]]) -> None:
+    for work, result, error in answers:
+        work.settle(result, error)
 
 
 class Writer:
@@ -74,6 +90,8 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Closing and queueing exclude each other: nothing is queued behind the stop.
+        self._gate = threading.Lock()
         self._synchronous_full: bool | None = None  # SQLite's setting on the connection
         self.batches = 0
         self.jobs = 0
@@ -89,8 +107,9 @@ class Writer:
         """Finish what is queued, then stop."""
         if self._thread is None:
             return
-        self._closed = True
-        self._queue.put(_STOP)
+        with self._gate:
+            self._closed = True
+            self._queue.put(_STOP)
         self._thread.join()
         self._thread = None
 
@@ -113,11 +132,12 @@ class Writer:
     ) -> T:
         """Hand ``item`` to ``batch_function`` together with its queued neighbours; return
         this item's result once the transaction is committed."""
-        if self._closed or self._thread is None:
-            raise WriterClosed("the store writer is not running")
-        work = _Work(batch_function, item, durable)
-        self._queue.put(work)
-        result: T = await asyncio.wrap_future(work.future)
+        work = _Work(batch_function, item, durable, asyncio.get_running_loop().create_future())
+        with self._gate:
+            if self._closed or self._thread is None:
+                raise WriterClosed("the store writer is not running")
+            self._queue.put(work)
+        result: T = await work.future
         return result
 
     def _run(self) -> None:
@@ -135,7 +155,7 @@ class Writer:
         while True:
             if work is _STOP:
                 return batch, True
-            if work.future.set_running_or_notify_cancel():  # skip callers that gave up
+            if not work.future.done():  # skip callers that gave up
                 batch.append(work)
             if len(batch) >= self.max_batch:
                 return batch, False
@@ -145,14 +165,30 @@ class Writer:
                 return batch, False
 
     def _commit(self, connection: Connection, batch: list[_Work]) -> None:
+        answers: list[tuple[_Work, Any, BaseException | None]] = []
+        self._commit_into(connection, batch, answers)
+        # One wake-up of each waiting event loop for the whole batch, not one per caller.
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Work, Any, BaseException | None]]]
+        by_loop = {}
+        for answer in answers:
+            by_loop.setdefault(answer[0].future.get_loop(), []).append(answer)
+        for loop, answered in by_loop.items():
+            with suppress(RuntimeError):  # that loop is closed: nobody is waiting any more
+                loop.call_soon_threadsafe(_settle_all, answered)
+
+    def _commit_into(
+        self,
+        connection: Connection,
+        batch: list[_Work],
+        answers: list[tuple[_Work, Any, BaseException | None]],
+    ) -> None:
         self.batches += 1
         self.jobs += len(batch)
         durable = any(work.durable for work in batch)
         try:
             self.before_commit()
         except Exception as exc:  # the store cannot take this batch: nothing is written
-            for work in batch:
-                work.future.set_exception(exc)
+            answers.extend((work, None, exc) for work in batch)
             return
         try:
             self._set_durability(connection, durable)
@@ -167,14 +203,13 @@ class Writer:
             if connection.in_transaction():
                 connection.rollback()
             if len(batch) == 1:
-                batch[0].future.set_exception(exc)
+                answers.append((batch[0], None, exc))
                 return
             log.debug("batch failed; running its work one by one", jobs=len(batch), error=str(exc))
             for work in batch:
-                self._commit(connection, [work])
+                self._commit_into(connection, [work], answers)
             return
-        for work, result in zip(batch, results, strict=True):
-            work.future.set_result(result)
+        answers.extend((work, result, None) for work, result in zip(batch, results, strict=True))
 
     def _set_durability(self, connection: Connection, durable: bool) -> None:
         """SQLite: fsync at commit (FULL) or leave it to the next FULL commit or checkpoint

@@ -19,11 +19,10 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,8 @@ import httpx
 import pytest
 from observations import observation
 
+from daemon.store import Store
+from daemon.store.signal_log import DeliveryCounts
 from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
@@ -50,11 +51,13 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 
 class Emitters:
-    """Four threads posting their share of the signals, each one until acknowledged."""
+    """Four threads posting their share of the signals, each one until acknowledged; with
+    several daemons, the threads are spread over them."""
 
-    def __init__(self, home: DaemonHome, count: int) -> None:
-        self.home = home
+    def __init__(self, homes: Sequence[DaemonHome], count: int, run: str = RUN) -> None:
+        self.homes = homes
         self.count = count
+        self.run = run
         self.acknowledged: dict[str, str] = {}  # idempotency key -> signal id
         self.lock = threading.Lock()
         self.errors: list[BaseException] = []
@@ -82,9 +85,9 @@ class Emitters:
 
     def _run(self, first: int) -> None:
         try:
-            with self.home.client() as client:
+            with self.homes[first % len(self.homes)].client() as client:
                 for n in range(first, self.count, EMITTERS):
-                    self._emit(client, observation(RUN, n))
+                    self._emit(client, observation(self.run, n))
         except BaseException as exc:
             self.errors.append(exc)
 
@@ -107,14 +110,19 @@ class Emitters:
 
 
 class Database:
-    """Reads the daemon's SQLite file directly (WAL lets it read beside the daemon)."""
+    """Reads the daemon's store directly (on SQLite, WAL lets it read beside the daemon)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, url: str) -> None:
+        self.url = url
 
     def _rows(self, sql: str) -> list[tuple[Any, ...]]:
-        with sqlite3.connect(self.path) as connection:
-            return connection.execute(sql).fetchall()
+        store = Store(self.url)
+        try:
+            return store.read_sync(
+                lambda tx: [tuple(r) for r in tx.connection.exec_driver_sql(sql)]
+            )
+        finally:
+            store.close()
 
     def stored(self) -> dict[str, str]:
         rows = self._rows("SELECT idempotency_key, id FROM signals")
@@ -124,15 +132,20 @@ class Database:
         """How many marks name each signal as their evidence."""
         counts: Counter[str] = Counter()
         for (evidence,) in self._rows("SELECT evidence FROM memory_marks"):
-            counts.update(json.loads(str(evidence))["signal_ids"])
+            found = json.loads(evidence) if isinstance(evidence, str) else evidence
+            counts.update(found["signal_ids"])
         return counts
 
     def reinforcements(self) -> int:
         return int(self._rows("SELECT count(*) FROM memory_mark_reinforcements")[0][0])
 
-    def deliveries(self) -> dict[str, int]:
-        rows = self._rows("SELECT status, count(*) FROM deliveries GROUP BY status")
-        return {str(status): int(count) for status, count in rows}
+    def open_deliveries(self) -> DeliveryCounts:
+        """Pending and dead deliveries, derived from the cursors as the daemon derives them."""
+        store = Store(self.url)
+        try:
+            return store.read_sync(lambda tx: tx.signals.open_counts())
+        finally:
+            store.close()
 
 
 def drained(home: DaemonHome) -> bool:
@@ -158,8 +171,8 @@ def crash_repeatedly(home: DaemonHome, count: int, kills: int) -> None:
     seed = int(os.environ.get("CAMBIUM_CRASH_SEED", random.randrange(2**32)))
     print(f"CAMBIUM_CRASH_SEED={seed}")
     rng = random.Random(seed)
-    database = Database(home.root / "cambium.db")
-    emitters = Emitters(home, count)
+    database = Database(f"sqlite:///{home.root / 'cambium.db'}")
+    emitters = Emitters([home], count)
     with running(home):
         emitters.start()
         for threshold in sorted(rng.sample(range(count // 10, count * 9 // 10), kills)):
@@ -175,7 +188,7 @@ def crash_repeatedly(home: DaemonHome, count: int, kills: int) -> None:
         assert len(acknowledged) == count
         check_applied_once(database, acknowledged)
         assert database.stored() == acknowledged, "nothing stored that was not acknowledged"
-        assert database.deliveries() == {"delivered": count}, "nothing pending, nothing dead"
+        assert database.open_deliveries() == DeliveryCounts(0, 0), "nothing pending, nothing dead"
 
 
 def test_sigkill_while_streaming_loses_nothing_and_applies_once(tmp_path: Path) -> None:

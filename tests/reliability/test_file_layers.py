@@ -217,7 +217,7 @@ def kill_during_merges(home: DaemonHome, notes: int, kills: int) -> None:
         duplicates = {line: n for line, n in Counter(lines).items() if n > 1}
         assert not duplicates, f"duplicate lines after kills: {duplicates}"
         assert sorted(lines) == sorted(["the day began", *texts]), "no acknowledged note lost"
-        assert Database(home.root / "cambium.db").deliveries().get("dead", 0) == 0
+        assert Database(f"sqlite:///{home.root / 'cambium.db'}").open_deliveries().dead == 0
 
 
 def test_sigkill_during_archive_merges_with_notes_in_flight_duplicates_nothing(

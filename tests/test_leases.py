@@ -1,0 +1,89 @@
+"""Receptor ownership: one owner per receptor, through leases on PostgreSQL (a fleet)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import anyio
+import pytest
+from emitter_process import Counter, applied, create_applied_table
+from support import T0
+
+from daemon.bus import SignalBus
+from daemon.core.signal import Signal
+from daemon.store import Store
+from daemon.store.migrate import upgrade
+
+
+def ping(n: int) -> Signal:
+    return Signal.parse({"type": "test.ping", "source_id": "tester", "payload": {"n": n}})
+
+
+@pytest.fixture
+def fleet_store(postgres_url: str) -> Store:
+    upgrade(postgres_url)
+    return Store(postgres_url)
+
+
+def test_a_lease_goes_to_one_owner_until_it_expires(fleet_store: Store) -> None:
+    store = fleet_store
+    store.write_sync(lambda tx: tx.signals.register("counter", {"test.ping"}, T0))
+
+    def take(owner: str, now: float) -> bool:
+        at = T0 + timedelta(seconds=now)
+        return store.write_sync(
+            lambda tx: tx.signals.take_lease("counter", owner, at, at + timedelta(seconds=15))
+        )
+
+    assert take("a", 0) is True
+    assert take("b", 1) is False, "held by a"
+    assert take("a", 10) is True, "renewed by its owner"
+    assert take("b", 20) is False, "renewed until 25"
+    assert take("b", 26) is True, "expired: taken over"
+    assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": "b"}
+    store.write_sync(lambda tx: tx.signals.release_leases("b"))
+    assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": None}
+
+
+@pytest.mark.asyncio
+async def test_a_fleet_applies_each_signal_once_and_hands_over_when_the_owner_stops(
+    fleet_store: Store,
+) -> None:
+    """Two daemons' buses on one PostgreSQL store: emits to either are applied once, by the
+    owner of the receptor; when the owner stops, the other takes over."""
+    store = fleet_store
+    store.start()
+    create_applied_table(store)
+    try:
+        first = SignalBus(store, [Counter()], owner="first", lease_seconds=2)
+        second = SignalBus(store, [Counter()], owner="second", lease_seconds=2)
+        async with first, second:
+            assert first._owned == frozenset({"counter"}), "the first to start owns it"
+            assert second._owned == frozenset()
+            emitted = [await bus.emit(ping(n)) for n, bus in enumerate([first, second] * 5)]
+            with anyio.fail_after(20):
+                await second.drained()
+            await first.close()  # gives its lease up
+            later = [await second.emit(ping(10 + n)) for n in range(5)]
+            with anyio.fail_after(20):
+                await second.drained()
+            assert second._owned == frozenset({"counter"})
+        rows = applied(store)
+        assert sorted(rows) == sorted(s.id for s in emitted + later), "each applied once"
+    finally:
+        store.close()
+
+
+@pytest.mark.asyncio
+async def test_a_receptor_the_daemon_may_not_own_waits_for_one_that_may(store: Store) -> None:
+    create_applied_table(store)
+    async with SignalBus(store, [Counter()], may_own=[]) as bus:
+        stored = await bus.emit(ping(0))
+        assert await bus.store.read(lambda tx: tx.signals.status(stored.id)) == {
+            "counter": "pending"
+        }
+    assert applied(store) == []
+    async with SignalBus(store, [Counter()]) as bus:
+        with anyio.fail_after(10):
+            assert await bus.settled(stored.id) == {"counter": "delivered"}
+    assert applied(store) == [stored.id]
