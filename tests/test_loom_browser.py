@@ -164,6 +164,14 @@ def search(driver: Any, text: str) -> None:
     WebDriverWait(driver, 10).until(arrived.url_contains(f"q={text}"))
 
 
+def arriving(browser: Any, element_id: str) -> Any:
+    """The element of the page a form's answer leads to, once that page has loaded (the
+    click returns before the POST is answered when the machine is busy)."""
+    return WebDriverWait(browser, 30).until(
+        arrived.presence_of_element_located((By.ID, element_id))
+    )
+
+
 def shoot(driver: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
@@ -249,7 +257,7 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     reviewer.clear()
     reviewer.send_keys("ada")
     browser.find_element(By.CSS_SELECTOR, "button.accept").click()
-    outcome = browser.find_element(By.ID, "review-outcome").text
+    outcome = arriving(browser, "review-outcome").text
     review_id = browser.find_element(By.ID, "review-signal").text
     assert "seeds delivered" in outcome and "now accepted" in outcome
     shoot(browser, "seed")
@@ -267,7 +275,7 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     assert f"no seed {late_seed}" in browser.find_element(By.CSS_SELECTOR, "td.error").text
     plant(home, "sig-plant-late", [])
     browser.find_element(By.ID, "retry").click()
-    assert "seeds delivered" in browser.find_element(By.ID, "retry-outcome").text
+    assert "seeds delivered" in arriving(browser, "retry-outcome").text
     shoot(browser, "signal")
     assert cli_json(home, "signals", "--status", "dead") == []
 

@@ -190,11 +190,11 @@ class SignalBus:
         assert self._workers_done is not None
         with anyio.move_on_after(self.grace_period) as scope:
             await self._workers_done.wait()
-        if scope.cancelled_caught:
-            log.warning("grace period over; interrupting deliveries", seconds=self.grace_period)
-            self._task_group.cancel_scope.cancel()
         with suppress(Exception):  # let the fleet take over now rather than at expiry
             await self._leases.release()
+        if scope.cancelled_caught:
+            log.warning("grace period over; interrupting deliveries", seconds=self.grace_period)
+            self._task_group.cancel_scope.cancel()  # (nothing may be awaited after this)
         log.info("bus stopped")
 
     @property
@@ -258,12 +258,12 @@ class SignalBus:
             mine = [(seq, signal) for seq, signal in appended if signal.type in receptor.binds]
             if not mine:
                 continue
-            cursor = tx.signals.cursor(receptor.key)
-            if cursor is None or tx.signals.has_backlog(cursor, below=mine[0][0]):
+            position = tx.signals.backlog_free_position(receptor.key, receptor.binds, mine[0][0])
+            if position is None:
                 continue
             signals = [signal for _, signal in mine]
             try:
-                self._apply_and_advance(tx, receptor, signals, cursor.position, last, now)
+                self._apply_and_advance(tx, receptor, signals, position, last, now)
                 caught_up.add(receptor.key)
                 continue
             except StoppedAt as stop:
@@ -274,7 +274,7 @@ class SignalBus:
                 with suppress(Exception):
                     before = mine[failed_at][0] - 1
                     self._apply_and_advance(
-                        tx, receptor, signals[:failed_at], cursor.position, before, now
+                        tx, receptor, signals[:failed_at], position, before, now
                     )
         return caught_up
 
@@ -287,7 +287,7 @@ class SignalBus:
         to: int,
         now: datetime,
     ) -> None:
-        with tx.connection.begin_nested():
+        with tx.signals.savepoint():
             receptor.apply_batch(tx, signals)
             if not tx.signals.advance(receptor.key, position, to, now):
                 raise _CursorMoved(receptor.key)

@@ -136,6 +136,17 @@ _COUNT_REINFORCEMENTS = (
 )
 
 
+_OLDEST_BY_FINGERPRINT = (  # on every observation: built once
+    select(marks.c.id, marks.c.workspace_id, marks.c.fingerprint)
+    .where(
+        marks.c.workspace_id.in_(bindparam("workspaces", expanding=True)),
+        marks.c.fingerprint.in_(bindparam("fingerprints", expanding=True)),
+        marks.c.state.in_(("active", "withered")),
+    )
+    .order_by(marks.c.first_observed_at, marks.c.id)
+)
+
+
 class Marks:
     """Every operation on marks and reinforcements, inside the transaction of ``connection``."""
 
@@ -286,15 +297,11 @@ class Marks:
         fingerprint (through an index, however long the subject's history)."""
         oldest: dict[tuple[str, str], str] = {}
         for start in range(0, len(fingerprints), 500):  # bounded IN lists
-            rows = self.connection.execute(
-                select(marks.c.id, marks.c.workspace_id, marks.c.fingerprint)
-                .where(
-                    marks.c.workspace_id.in_(workspaces),
-                    marks.c.fingerprint.in_(fingerprints[start : start + 500]),
-                    marks.c.state.in_(("active", "withered")),
-                )
-                .order_by(marks.c.first_observed_at, marks.c.id)
-            )
+            parameters = {
+                "workspaces": sorted(workspaces),
+                "fingerprints": fingerprints[start : start + 500],
+            }
+            rows = self.connection.execute(_OLDEST_BY_FINGERPRINT, parameters)
             for mark_id, workspace, found in rows:
                 oldest.setdefault((workspace, found), mark_id)
         return oldest

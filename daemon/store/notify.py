@@ -10,7 +10,7 @@ import psycopg
 import structlog
 from sqlalchemy.engine import make_url
 
-from daemon.store.log_append import APPENDED_CHANNEL
+from daemon.store.fast_path import APPENDED_CHANNEL
 
 log = structlog.get_logger("cambium.notify")
 

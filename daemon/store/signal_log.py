@@ -11,11 +11,12 @@ A receptor's delivery of a signal is never a row of its own unless something wen
 :class:`SignalLog` names every operation on these tables once and returns typed records; the
 bus, the API, the CLI and the tests call it inside a transaction the
 :class:`~daemon.store.engine.Store` hands them. Appending, the hot path, goes through the
-driver's own prepared statements (:mod:`daemon.store.log_append`)."""
+driver's own prepared statements (:mod:`daemon.store.fast_path`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,7 @@ from sqlalchemy import (
     ColumnElement,
     Row,
     and_,
+    bindparam,
     false,
     func,
     or_,
@@ -34,7 +36,13 @@ from sqlalchemy.engine import Connection
 
 from daemon.core.clock import iso
 from daemon.core.signal import Signal
-from daemon.store.log_append import APPENDED_CHANNEL, insert_signals
+from daemon.store.fast_path import (
+    APPENDED_CHANNEL,
+    Raw,
+    advance_cursor,
+    backlog_free_position,
+    insert_signals,
+)
 from daemon.store.sql import insert_ignoring_duplicates, text_for_store, upsert, with_instants
 from daemon.store.tables import DeliveryFailureTable, ReceptorCursorTable, SignalTable
 
@@ -181,6 +189,20 @@ _SUMMARY_COLUMNS = (
 )
 
 
+# Built once: the emit's fast path runs these for every batch, and building a statement
+# costs more than running it.
+_CURSOR = select(cursors).where(cursors.c.receptor == bindparam("receptor"))
+_BACKLOG = (
+    select(signals.c.seq)
+    .where(
+        signals.c.type.in_(bindparam("types", expanding=True)),
+        signals.c.seq > bindparam("after"),
+        signals.c.seq < bindparam("below"),
+    )
+    .limit(1)
+)
+
+
 class SignalLog:
     """Every operation on the signal log, inside the transaction of ``connection``."""
 
@@ -247,7 +269,7 @@ class SignalLog:
         return found
 
     def cursor(self, receptor: str) -> Cursor | None:
-        row = self.connection.execute(select(cursors).where(cursors.c.receptor == receptor)).first()
+        row = self.connection.execute(_CURSOR, {"receptor": receptor}).first()
         return None if row is None else _cursor(row)
 
     def cursors(self) -> list[Cursor]:
@@ -258,22 +280,26 @@ class SignalLog:
         """Whether a signal of the receptor's lies between its cursor and ``below``."""
         if not cursor.binds:
             return False
-        query = select(signals.c.seq).where(
-            signals.c.type.in_(sorted(cursor.binds)),
-            signals.c.seq > max(cursor.position, cursor.since),
-            signals.c.seq < below,
-        )
-        return self.connection.execute(query.limit(1)).first() is not None
+        parameters = {
+            "types": sorted(cursor.binds),
+            "after": max(cursor.position, cursor.since),
+            "below": below,
+        }
+        return self.connection.execute(_BACKLOG, parameters).first() is not None
 
     def advance(self, receptor: str, position: int, to: int, now: datetime) -> bool:
         """Move the cursor from ``position`` to ``to``; False if it was not at ``position``
         (another worker or daemon moved it: the caller's work must not count)."""
-        result = self.connection.execute(
-            update(cursors)
-            .where(cursors.c.receptor == receptor, cursors.c.position == position)
-            .values(position=to, updated_at=now)
-        )
-        return result.rowcount == 1
+        return advance_cursor(self.connection, receptor, position, to, now)
+
+    def backlog_free_position(self, receptor: str, binds: Iterable[str], below: int) -> int | None:
+        """The receptor's cursor if none of its signals (of ``binds``) lies between it and
+        ``below``; None if some do, or it has no cursor."""
+        return backlog_free_position(self.connection, receptor, sorted(binds), below)
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """Writes inside are undone if it raises (the exception goes on)."""
+        return Raw(self.connection).savepoint("inline")
 
     # -- leases (a fleet of daemons on PostgreSQL) ----------------------------------------
 

@@ -1,14 +1,17 @@
-"""The hot path of every emit: appending signals to the log with the driver's own statements.
+"""The statements every emit runs, with the driver's own statements: appending signals to
+the log, and, for the receptors that apply inside the emit's transaction, reading and moving
+their cursors under a savepoint.
 
-SQLAlchemy Core costs more CPU per row than the fsync it waits for (SPEC §12), so the insert
-goes straight to sqlite3 or psycopg, inside the transaction SQLAlchemy began, with values
-encoded exactly as the ``signals`` table's column types encode them (so Core reads them back
+SQLAlchemy Core costs more CPU per statement than the fsync it waits for (SPEC §12), so these
+go straight to sqlite3 or psycopg, inside the transaction SQLAlchemy began, with values
+encoded exactly as the tables' column types encode them (so Core reads them back
 unchanged)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,6 +70,75 @@ def insert_signals(
             if not cursor.nextset():
                 break
         return seqs
+
+
+class Raw:
+    """The driver's connection under a SQLAlchemy transaction, with ``?`` placeholders on
+    every driver."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.driver: Any = connection.connection.driver_connection
+        self.sqlite = connection.dialect.name == "sqlite"
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        cursor = self.driver.cursor()
+        cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
+        return cursor
+
+    def instant(self, value: datetime) -> Any:
+        return _sqlite_instant(value) if self.sqlite else _aware(value)
+
+    @contextmanager
+    def savepoint(self, name: str) -> Iterator[None]:
+        """Undo everything written inside on an exception (which goes on), keep it else."""
+        self.execute(f"SAVEPOINT {name}").close()
+        try:
+            yield
+        except BaseException:
+            self.execute(f"ROLLBACK TO SAVEPOINT {name}").close()
+            self.execute(f"RELEASE SAVEPOINT {name}").close()
+            raise
+        self.execute(f"RELEASE SAVEPOINT {name}").close()
+
+
+def backlog_free_position(
+    connection: Connection, receptor: str, binds: Sequence[str], below: int
+) -> int | None:
+    """The receptor's cursor, if none of its signals lies between it and ``below``."""
+    raw = Raw(connection)
+    cursor = raw.execute(
+        "SELECT position, since FROM receptor_cursors WHERE receptor = ?", (receptor,)
+    )
+    row = cursor.fetchone()
+    cursor.close()
+    if row is None:
+        return None
+    position, since = row
+    if not binds:
+        return int(position)
+    marks = ", ".join("?" * len(binds))
+    cursor = raw.execute(
+        f"SELECT 1 FROM signals WHERE type IN ({marks}) AND seq > ? AND seq < ? LIMIT 1",
+        (*binds, max(position, since), below),
+    )
+    behind = cursor.fetchone() is not None
+    cursor.close()
+    return None if behind else int(position)
+
+
+def advance_cursor(
+    connection: Connection, receptor: str, position: int, to: int, now: datetime
+) -> bool:
+    """Move the cursor from ``position`` to ``to``; False if it was not at ``position``."""
+    raw = Raw(connection)
+    cursor = raw.execute(
+        "UPDATE receptor_cursors SET position = ?, updated_at = ?"
+        " WHERE receptor = ? AND position = ?",
+        (to, raw.instant(now), receptor, position),
+    )
+    moved = cursor.rowcount == 1
+    cursor.close()
+    return bool(moved)
 
 
 def _values(signal: Signal, stored_at: datetime, instant: Any) -> tuple[Any, ...]:
