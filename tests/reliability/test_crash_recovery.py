@@ -171,7 +171,7 @@ def crash_repeatedly(home: DaemonHome, count: int, kills: int) -> None:
     seed = int(os.environ.get("CAMBIUM_CRASH_SEED", random.randrange(2**32)))
     print(f"CAMBIUM_CRASH_SEED={seed}")
     rng = random.Random(seed)
-    database = Database(f"sqlite:///{home.root / 'cambium.db'}")
+    database = Database(home.db_url or f"sqlite:///{home.root / 'cambium.db'}")
     emitters = Emitters([home], count)
     with running(home):
         emitters.start()
@@ -193,6 +193,12 @@ def crash_repeatedly(home: DaemonHome, count: int, kills: int) -> None:
 
 def test_sigkill_while_streaming_loses_nothing_and_applies_once(tmp_path: Path) -> None:
     crash_repeatedly(DaemonHome(tmp_path), count=1_000, kills=3)
+
+
+def test_sigkill_on_postgresql_loses_nothing_and_applies_once(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    crash_repeatedly(DaemonHome(tmp_path, db_url=postgres_url), count=1_000, kills=3)
 
 
 @pytest.mark.slow
