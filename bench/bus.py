@@ -106,12 +106,12 @@ async def emit_for(path: Path, emitters: int, seconds: float, numbers: Iterator[
                 for _ in range(emitters):
                     tasks.start_soon(emitter)
             await bus.drained()
-            seconds = time.perf_counter() - started
+            elapsed = time.perf_counter() - started
     finally:
         store.close()
     for file in path.parent.glob(f"{path.name}*"):  # with its -wal and -shm
         file.unlink()
-    return Run(len(latencies), seconds, latencies)
+    return Run(len(latencies), elapsed, latencies)
 
 
 def post_for(daemon: DaemonHome, seconds: float, numbers: Iterator[int]) -> Run:
