@@ -19,7 +19,7 @@ pipelines (the socket against huey) are taken between their bracket ratios, whic
 the disk's drift between the two; ratios against a no-op request, which does not touch the
 disk, are taken between the rates of the same round. Every signal is an observation of its
 own (1,000 subjects), so every one makes a mark. The in-process bus logs at warning; the
-daemon logs as configured by default. Takes about 2 minutes with 3 rounds.
+daemon logs as configured by default. 3 rounds take under 2 minutes on two CPUs.
 
     .venv/bin/python -m bench.bus [--rounds 3] [--seconds 3]
 """
