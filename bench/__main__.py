@@ -2,8 +2,9 @@
 
 Each part also runs alone: ``python -m bench.bus``, ``bench.recall_scale``,
 ``bench.watcher``, ``bench.daemon`` and ``bench.locomo``. Goals are reported beside the
-figures, met or missed; none of them fails the run. The whole run takes about three
-minutes on two CPUs, most of it the 100,000 signals of ``bench.daemon``.
+figures, met or missed; none of them fails the run. The whole run takes a few minutes on
+two CPUs, most of it the rounds of ``bench.bus`` and the 100,000 signals of
+``bench.daemon``.
 """
 
 from __future__ import annotations

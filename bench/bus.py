@@ -1,125 +1,90 @@
-"""The bus end to end: signals per second from emit to a delivered mark, in process and over
-the Unix socket, beside the two floors that bound it on this disk and this server.
+"""The bus end to end, honest under noise: signals per second from emit to the receptor's
+effect, against the raw SQLite commit rate measured right before and right after each figure
+(:mod:`bench.rounds`), in rounds that alternate the configurations.
 
-- raw SQLite (WAL, ``synchronous=FULL``): one row per commit, and 100 rows per commit, into
-  a table without indexes; and what one emit writes (a signal and its delivery) into the
-  daemon's own tables, one emit per commit;
-- in process: a :class:`SignalBus` with the observation receptor on a SQLite file, 1 and 8
-  concurrent emitters, timed from the first emit until :meth:`SignalBus.drained`;
-- over the socket: the real daemon, 1 and 8 client threads POSTing ``/v1/signals``, timed
-  until ``/v1/health`` shows nothing pending; and, with 8 client threads, the same daemon's
-  cheapest endpoint (``GET /v1/health``, which still reads the store) and a bare request
-  (``GET`` of an unknown path, answered 404 by the router without any work).
+The configurations, in the order each round measures them:
 
-Every signal is an observation of its own (1,000 subjects), so every one makes a mark. The
-in-process bus logs at warning (its own cost, without a JSON line per delivery); the daemon
-logs as configured by default (info: one line per delivery, to its log file).
+- in process: a :class:`SignalBus` with the observation receptor on a fresh SQLite file, 1
+  and 8 concurrent emitters, each emit validated as the ingress does; timed from the first
+  emit until :meth:`SignalBus.drained` (the receptor's marks committed), with the latency of
+  each emit's acknowledgement (durably stored);
+- huey's ``SqliteHuey`` durable pipeline with 8 producer threads (:mod:`bench.peers`);
+- over the Unix socket, one real daemon for the whole run, 8 client threads: ``POST
+  /v1/signals`` end to end (until ``/v1/health`` shows nothing pending), then the same
+  server's no-op baselines: a bare ``GET`` of an unknown path (answered 404 by the router)
+  and ``GET /v1/health`` (which still reads the store).
 
-    .venv/bin/python -m bench.bus
+Every figure is a median of the rounds with its range (min-max). Ratios between two durable
+pipelines (the socket against huey) are taken between their bracket ratios, which cancels
+the disk's drift between the two; ratios against a no-op request, which does not touch the
+disk, are taken between the rates of the same round. Every signal is an observation of its
+own (1,000 subjects), so every one makes a mark. The in-process bus logs at warning; the
+daemon logs as configured by default. 3 rounds take under 2 minutes on two CPUs.
+
+    .venv/bin/python -m bench.bus [--rounds 3] [--seconds 3]
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
+import argparse
+import itertools
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 
-from bench.harness import get_rate, observation, post_signals, scratch, wait_drained
-from bench.report import Figure, Part, at_least, main_for, percentiles
+from bench.baseline import RawSQLite
+from bench.harness import Run, get_requests, observation, post_signals, scratch, wait_drained
+from bench.peers import HueyPipeline
+from bench.report import Figure, Part, main_for, over_rounds
+from bench.rounds import (
+    Configuration,
+    Rounds,
+    bracket_latencies,
+    brackets,
+    latency_figures,
+    rate_figures,
+    ratios,
+    round_robin,
+)
 from daemon.bus import SignalBus
+from daemon.core.signal import Signal
 from daemon.logs import configure_logging
 from daemon.store import Store
 from daemon.store.migrate import upgrade
 from daemon.testing import DaemonHome
 from receptors.observation import ObservationReceptor
 
-RAW_SECONDS = 2.0
-NOOP_SECONDS = 3.0
-IN_PROCESS = {1: 3_000, 8: 10_000}  # emitters: signals
-OVER_SOCKET = {1: 1_500, 8: 6_000}
+ROUNDS = 3
+FIGURE_SECONDS = 3.0
+RAW_SECONDS = 1.0
+CLIENTS = 8
+
+ONE_EMITTER = "in-process, 1 emitter"
+EIGHT_EMITTERS = "in-process, 8 emitters"
+HUEY = "huey SqliteHuey, 8 producers"
+POST = "socket POST /v1/signals, 8 clients"
+BARE = "socket bare GET (404), 8 clients"
+HEALTH = "socket GET /v1/health, 8 clients"
+UNITS = {
+    ONE_EMITTER: "signals/s",
+    EIGHT_EMITTERS: "signals/s",
+    HUEY: "tasks/s",
+    POST: "signals/s",
+    BARE: "req/s",
+    HEALTH: "req/s",
+}
+
+# The goals of issue 12, each a ratio's median over the rounds.
+GOALS = {ONE_EMITTER: 0.6, EIGHT_EMITTERS: 3.0}
+POST_OVER_BARE = 0.5
+POST_OVER_HUEY = 2.5
 
 
-@dataclass(frozen=True)
-class Throughput:
-    """``count`` signals acknowledged and delivered in ``seconds``."""
-
-    count: int
-    seconds: float
-    latencies: list[float]
-
-    @property
-    def rate(self) -> float:
-        return self.count / self.seconds
-
-    def figures(self, label: str) -> list[Figure]:
-        p50, p99 = percentiles(self.latencies)
-        return [
-            Figure(f"{label}, end to end", self.rate, "signals/s"),
-            Figure(f"{label}, ack p50", p50 * 1000, "ms"),
-            Figure(f"{label}, ack p99", p99 * 1000, "ms"),
-        ]
-
-
-def commits_per_second(path: Path, transaction: Callable[[sqlite3.Connection, int], None]) -> float:
-    """How often plain sqlite3 (WAL, ``synchronous=FULL``) commits ``transaction(n)``."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=FULL")
-    commits = 0
-    started = time.perf_counter()
-    while (elapsed := time.perf_counter() - started) < RAW_SECONDS:
-        connection.execute("BEGIN IMMEDIATE")
-        transaction(connection, commits)
-        connection.execute("COMMIT")
-        commits += 1
-    connection.close()
-    return commits / elapsed
-
-
-def raw_rows(path: Path, rows_per_commit: int) -> float:
-    """Rows per second of plain inserts into a table without indexes."""
-    rows = [(f"a row about as long as a stored signal {'x' * 200}",)] * rows_per_commit
-    connection = sqlite3.connect(path)
-    connection.execute("CREATE TABLE raw (id INTEGER PRIMARY KEY, body TEXT)")
-    connection.close()
-
-    def insert(connection: sqlite3.Connection, _: int) -> None:
-        connection.executemany("INSERT INTO raw (body) VALUES (?)", rows)
-
-    return rows_per_commit * commits_per_second(path, insert)
-
-
-def raw_schema(path: Path) -> float:
-    """Commits per second of what one emit writes (a signal row and its delivery row) in
-    plain sqlite3 on the daemon's own tables and indexes: the floor under the bus."""
-    upgrade(f"sqlite:///{path}")
-    now = "2026-11-30 12:00:00.000000"
-
-    def emit(connection: sqlite3.Connection, n: int) -> None:
-        signal_id = uuid.uuid4().hex  # random, like the bus's ids
-        connection.execute(
-            "INSERT INTO signals (id, type, class, source_layer, source_id, workspace_id, "
-            "intensity, decay_rate, cascade_potential, payload, affinity, emitted_at, "
-            "stored_at) VALUES (?, 'memory.observation', 'knowledge', 'agent', 'bench', "
-            "'default', 0.7, 1209600.0, 0, ?, '[]', ?, ?)",
-            (signal_id, json.dumps(observation(n)["payload"]), now, now),
-        )
-        connection.execute(
-            "INSERT INTO deliveries (signal_id, receptor, status, attempts, created_at, "
-            "updated_at) VALUES (?, 'observation', 'pending', 0, ?, ?)",
-            (signal_id, now, now),
-        )
-
-    return commits_per_second(path, emit)
-
-
-async def in_process(path: Path, emitters: int, count: int) -> Throughput:
+async def emit_for(path: Path, emitters: int, seconds: float, numbers: Iterator[int]) -> Run:
+    """``emitters`` tasks emitting for ``seconds`` into a bus on a fresh database at
+    ``path``, then until the bus has drained."""
     url = f"sqlite:///{path}"
     upgrade(url)
     store = Store(url)
@@ -127,68 +92,114 @@ async def in_process(path: Path, emitters: int, count: int) -> Throughput:
     latencies: list[float] = []
     try:
         async with SignalBus(store, [ObservationReceptor()]) as bus:
+            started = time.perf_counter()
+            deadline = started + seconds
 
-            async def emitter(first: int) -> None:
-                for n in range(first, count, emitters):
+            async def emitter() -> None:
+                while time.perf_counter() < deadline:
+                    signal = Signal.parse(observation(next(numbers)))
                     sent = time.perf_counter()
-                    await bus.emit_raw(observation(n))  # validated, as the ingress does
+                    await bus.emit(signal)
                     latencies.append(time.perf_counter() - sent)
 
-            started = time.perf_counter()
             async with anyio.create_task_group() as tasks:
-                for first in range(emitters):
-                    tasks.start_soon(emitter, first)
+                for _ in range(emitters):
+                    tasks.start_soon(emitter)
             await bus.drained()
-            seconds = time.perf_counter() - started
+            elapsed = time.perf_counter() - started
     finally:
         store.close()
-    return Throughput(count, seconds, latencies)
+    for file in path.parent.glob(f"{path.name}*"):  # with its -wal and -shm
+        file.unlink()
+    return Run(len(latencies), elapsed, latencies)
 
 
-def over_socket(daemon: DaemonHome, start: int, count: int, clients: int) -> Throughput:
+def post_for(daemon: DaemonHome, seconds: float, numbers: Iterator[int]) -> Run:
     started = time.perf_counter()
-    latencies = post_signals(daemon.socket, start, count, clients)
+    latencies = post_signals(daemon.socket, numbers, CLIENTS, until=started + seconds)
     wait_drained(daemon.socket)
-    return Throughput(count, time.perf_counter() - started, latencies)
+    return Run(len(latencies), time.perf_counter() - started, latencies)
 
 
-def run() -> Part:
+def measure(root: Path, rounds: int, seconds: float) -> Rounds:
+    # Never the same observation twice, across configurations and rounds: each makes a mark.
+    numbers = itertools.count()
+    with (
+        RawSQLite(root / "raw.db") as raw,
+        HueyPipeline(root / "huey.db") as huey,
+        DaemonHome(root / "daemon") as daemon,
+    ):
+
+        def in_process(emitters: int) -> Run:
+            path = root / f"bus-{next(numbers)}.db"
+            return anyio.run(emit_for, path, emitters, seconds, numbers)
+
+        configurations = [
+            Configuration(ONE_EMITTER, lambda: in_process(1)),
+            Configuration(EIGHT_EMITTERS, lambda: in_process(8)),
+            Configuration(HUEY, lambda: huey.measure(CLIENTS, seconds, numbers)),
+            Configuration(POST, lambda: post_for(daemon, seconds, numbers)),
+            Configuration(
+                BARE, lambda: get_requests(daemon.socket, "/no-such-path", CLIENTS, seconds, 404)
+            ),
+            Configuration(
+                HEALTH, lambda: get_requests(daemon.socket, "/v1/health", CLIENTS, seconds)
+            ),
+        ]
+        return round_robin(configurations, lambda: raw.commits(RAW_SECONDS), rounds)
+
+
+def figures(measured: Rounds) -> list[Figure]:
+    raw = brackets(measured)
+    shown = [
+        over_rounds("raw SQLite, 1 row/commit, every bracket", [r.rate for r in raw], "rows/s"),
+        *latency_figures("raw SQLite, every bracket: commit", raw),
+    ]
+    for name, rounds in measured.items():
+        shown += rate_figures(name, UNITS[name], rounds, GOALS.get(name))
+        if name in (ONE_EMITTER, EIGHT_EMITTERS, HUEY, POST):
+            shown += latency_figures(f"{name}: ack", [r.run for r in rounds])
+        if name in (ONE_EMITTER, EIGHT_EMITTERS):
+            shown += latency_figures(f"{name}: its brackets' raw commit", bracket_latencies(rounds))
+    post = measured[POST]
+    shown += [
+        over_rounds(
+            f"{POST} / bare 404",
+            ratios([r.run.rate for r in post], [r.run.rate for r in measured[BARE]]),
+            "x",
+            POST_OVER_BARE,
+        ),
+        over_rounds(
+            f"{POST} / health",
+            ratios([r.run.rate for r in post], [r.run.rate for r in measured[HEALTH]]),
+            "x",
+        ),
+        over_rounds(
+            f"{POST} / huey",
+            ratios([r.ratio for r in post], [r.ratio for r in measured[HUEY]]),
+            "x",
+            POST_OVER_HUEY,
+        ),
+    ]
+    return shown
+
+
+def run(rounds: int = ROUNDS, seconds: float = FIGURE_SECONDS) -> Part:
     configure_logging("warning", json=True)
     with scratch() as root:
-        raw_one = raw_rows(root / "raw-1.db", 1)
-        raw_hundred = raw_rows(root / "raw-100.db", 100)
-        floor = raw_schema(root / "raw-schema.db")
-        local = {
-            emitters: anyio.run(in_process, root / f"bus-{emitters}.db", emitters, count)
-            for emitters, count in IN_PROCESS.items()
-        }
-        with DaemonHome(root / "daemon") as daemon:
-            noop = get_rate(daemon.socket, "/v1/health", 8, NOOP_SECONDS)
-            bare = get_rate(daemon.socket, "/no-such-path", 8, NOOP_SECONDS, expect=404)
-            remote, start = {}, 0
-            for clients, count in OVER_SOCKET.items():
-                remote[clients] = over_socket(daemon, start, count, clients)
-                start += count
-    figures = [
-        Figure("raw SQLite, 1 row/commit", raw_one, "rows/s"),
-        Figure("raw SQLite, 100 rows/commit", raw_hundred, "rows/s"),
-        Figure("raw SQLite, real schema, signal + delivery/commit", floor, "commits/s"),
-        Figure("socket no-op GET /v1/health, 8 clients", noop, "req/s"),
-        Figure("socket bare GET (404), 8 clients", bare, "req/s"),
-    ]
-    for emitters, result in local.items():
-        figures += result.figures(f"in-process, {emitters} emitter{'s' * (emitters > 1)}")
-    for clients, result in remote.items():
-        figures += result.figures(f"socket, {clients} client{'s' * (clients > 1)}")
-    figures += [
-        at_least("in-process 1 emitter / raw 1-row", local[1].rate / raw_one, 0.4),
-        Figure("raw real-schema emit / raw 1-row", floor / raw_one, "x"),
-        at_least("in-process 8 emitters / raw 1-row", local[8].rate / raw_one, 2.0),
-        at_least("socket 8 clients / no-op GET", remote[8].rate / noop, 0.5),
-        Figure("socket 8 clients / bare GET", remote[8].rate / bare, "x"),
-    ]
-    return Part("bus", figures)
+        measured = measure(root, rounds, seconds)
+    details = {
+        "rounds": rounds,
+        "seconds": seconds,
+        "raw_seconds": RAW_SECONDS,
+        "measured": {name: [r.summary() for r in each] for name, each in measured.items()},
+    }
+    return Part("bus", figures(measured), details)
 
 
 if __name__ == "__main__":
-    main_for(run)
+    parser = argparse.ArgumentParser(description="The bus end to end, in rounds.")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--seconds", type=float, default=FIGURE_SECONDS, help="per figure")
+    arguments = parser.parse_args()
+    main_for(lambda: run(arguments.rounds, arguments.seconds))

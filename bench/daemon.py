@@ -26,7 +26,7 @@ def run() -> Part:
         time.sleep(1.0)
         idle = daemon.rss_mb()
         started = time.perf_counter()
-        post_signals(daemon.socket, 0, SIGNALS, CLIENTS)
+        post_signals(daemon.socket, iter(range(SIGNALS)), CLIENTS)
         wait_drained(daemon.socket)
         seconds = time.perf_counter() - started
         loaded = daemon.rss_mb()

@@ -9,19 +9,23 @@ directory, which may be a RAM disk where fsync costs nothing and the figures wou
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.report import RESULTS
 
 SUBJECTS = 1_000
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -96,15 +100,40 @@ def wait_drained(socket: Path, poll: float = 0.01) -> None:
         client.close()
 
 
-def post_signals(path: Path, start: int, count: int, clients: int) -> list[float]:
-    """POST observations ``start .. start + count`` from ``clients`` threads, each on its own
-    keep-alive connection; the acknowledgement latency of each, in seconds."""
+@dataclass(frozen=True)
+class Run:
+    """One measurement: ``count`` operations done in ``seconds``, with the latency of each
+    where it was timed (empty where only the rate matters)."""
 
-    def client(first: int) -> list[float]:
+    count: int
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+
+def on_threads(clients: int, work: Callable[[], T]) -> list[T]:
+    """``work`` run on ``clients`` threads at once; what each returned."""
+    with ThreadPoolExecutor(clients) as pool:
+        return list(pool.map(lambda _: work(), range(clients)))
+
+
+def post_signals(
+    path: Path, numbers: Iterator[int], clients: int, until: float = math.inf
+) -> list[float]:
+    """POST observation ``n`` for each ``n`` drawn from ``numbers`` (shared by ``clients``
+    threads, each on its own keep-alive connection) until ``numbers`` runs out or
+    :func:`time.perf_counter` reaches ``until``; the acknowledgement latency of each, in
+    seconds."""
+
+    def client() -> list[float]:
         connection = UnixHTTP(path)
         latencies = []
         try:
-            for n in range(start + first, start + count, clients):
+            # next() of a shared iterator is atomic under the GIL: each number is sent once.
+            while time.perf_counter() < until and (n := next(numbers, None)) is not None:
                 body = json.dumps(observation(n)).encode()
                 sent = time.perf_counter()
                 status, answer = connection.request("POST", "/v1/signals", body)
@@ -115,15 +144,14 @@ def post_signals(path: Path, start: int, count: int, clients: int) -> list[float
             connection.close()
         return latencies
 
-    with ThreadPoolExecutor(clients) as pool:
-        return [latency for part in pool.map(client, range(clients)) for latency in part]
+    return [latency for part in on_threads(clients, client) for latency in part]
 
 
-def get_rate(path: Path, target: str, clients: int, seconds: float, expect: int = 200) -> float:
-    """Requests per second that ``clients`` threads get answered for ``target``."""
+def get_requests(path: Path, target: str, clients: int, seconds: float, expect: int = 200) -> Run:
+    """The requests for ``target`` that ``clients`` threads get answered in ``seconds``."""
     deadline = time.perf_counter() + seconds
 
-    def client(_: int) -> int:
+    def client() -> int:
         connection = UnixHTTP(path)
         done = 0
         try:
@@ -137,6 +165,5 @@ def get_rate(path: Path, target: str, clients: int, seconds: float, expect: int 
         return done
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        done = sum(pool.map(client, range(clients)))
-    return done / (time.perf_counter() - started)
+    done = sum(on_threads(clients, client))
+    return Run(done, time.perf_counter() - started)

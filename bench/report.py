@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +30,26 @@ class Figure:
     unit: str
     goal: str = ""
     met: bool | None = None  # None: no goal
+    low: float | None = None  # the range of the rounds whose median is ``value``
+    high: float | None = None
 
     def shown(self) -> str:
-        if self.unit == "x":
-            return f"{self.value:.2f}x"
-        if not self.unit:  # a share
-            return f"{self.value:.3f}"
-        digits = 0 if abs(self.value) >= 100 else 1 if abs(self.value) >= 10 else 2
-        return f"{self.value:,.{digits}f} {self.unit}"
+        shown = f"{_number(self.value, self.unit)}{'x' if self.unit == 'x' else ''}"
+        if self.low is not None and self.high is not None:
+            shown += f" ({_number(self.low, self.unit)}-{_number(self.high, self.unit)})"
+        return shown if self.unit in ("", "x") else f"{shown} {self.unit}"
 
     def verdict(self) -> str:
         return "" if self.met is None else "met" if self.met else "MISSED"
+
+
+def _number(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.2f}"
+    if not unit:  # a share
+        return f"{value:.3f}"
+    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:,.{digits}f}"
 
 
 def _bound(relation: str, bound: float, unit: str) -> str:
@@ -53,6 +62,17 @@ def at_least(name: str, value: float, floor: float, unit: str = "x") -> Figure:
 
 def at_most(name: str, value: float, ceiling: float, unit: str) -> Figure:
     return Figure(name, value, unit, _bound("<=", ceiling, unit), value <= ceiling)
+
+
+def over_rounds(
+    name: str, values: Sequence[float], unit: str, floor: float | None = None
+) -> Figure:
+    """The median of ``values`` (one per round) with their range; with ``floor``, a goal the
+    median must reach."""
+    median = statistics.median(values)
+    if floor is None:
+        return Figure(name, median, unit, low=min(values), high=max(values))
+    return replace(at_least(name, median, floor, unit), low=min(values), high=max(values))
 
 
 @dataclass
