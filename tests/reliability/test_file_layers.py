@@ -150,7 +150,7 @@ def race_appenders_and_consolidations(home: DaemonHome, lines: int) -> None:
             consolidator_client, consolidate("race-final", date=DAY.isoformat())
         )
         wait_until(partial(drained, home), "nothing pending")
-        database = Database(home.root / "cambium.db")
+        database = Database(f"sqlite:///{home.root / 'cambium.db'}")
         archived = day_lines(home)
         assert rounds > 1, "consolidations ran while notes were appended"
         duplicates = {line: n for line, n in Counter(archived).items() if n > 1}
