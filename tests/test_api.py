@@ -88,6 +88,10 @@ async def test_bad_input_is_422_naming_the_field(store: Store, tmp_path: Path) -
         assert (await api.post("/v1/signals", content=b"{not json")).status_code == 422
         limit = await api.get("/v1/recall", params={"about": "x", "limit": 0})
         assert limit.status_code == 422 and fields(limit) == ["limit"]
+        for wait in ("-1", "31", "soon", "nan"):
+            late = await api.post("/v1/signals", json=OBSERVATION, params={"wait": wait})
+            assert late.status_code == 422 and fields(late) == ["wait"], wait
+        assert store.read_sync(lambda tx: tx.signals.listing()) == [], "nothing stored"
         assert (await api.get("/v1/signals")).status_code in (404, 405)
 
 
@@ -234,7 +238,13 @@ async def test_no_page_loads_anything_from_outside(store: Store, tmp_path: Path)
     async with serving(store, tmp_path) as api:
         assert (await api.get("/docs")).status_code == 404
         assert (await api.get("/redoc")).status_code == 404
-        assert (await api.get("/openapi.json")).json()["info"]["title"] == "Cambium Memory"
+        schema = (await api.get("/openapi.json")).json()
+        assert schema["info"]["title"] == "Cambium Memory"
+        emit = schema["paths"]["/v1/signals"]["post"]
+        assert [p["name"] for p in emit["parameters"]] == ["wait"], "documented, though lean"
+        assert (
+            "payload" in emit["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        )
 
 
 @pytest.mark.asyncio
