@@ -10,12 +10,14 @@ unchanged)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy import JSON, Table
+from sqlalchemy.engine import Connection, Dialect
 
 from daemon.core.signal import Signal
 
@@ -139,6 +141,44 @@ def advance_cursor(
     moved = cursor.rowcount == 1
     cursor.close()
     return bool(moved)
+
+
+def insert_many_ignoring_duplicates(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Insert ``rows`` (all with the same keys) in one driver ``executemany``, skipping any
+    whose key is already stored; values are encoded by the columns' own types."""
+    names = tuple(rows[0])
+    sql, encoders = _prepared_insert(table, names, connection.dialect)
+    values = [
+        tuple(
+            row[name] if encode is None else encode(row[name])
+            for name, encode in zip(names, encoders, strict=True)
+        )
+        for row in rows
+    ]
+    Raw(connection).driver.cursor().executemany(sql, values)
+
+
+@lru_cache(maxsize=64)
+def _prepared_insert(
+    table: Table, names: tuple[str, ...], dialect: Dialect
+) -> tuple[str, list[Callable[[Any], Any] | None]]:
+    quote = dialect.identifier_preparer.quote
+    mark = "?" if dialect.name == "sqlite" else "%s"
+    sql = (
+        f"INSERT INTO {quote(table.name)} ({', '.join(quote(n) for n in names)})"
+        f" VALUES ({', '.join([mark] * len(names))}) ON CONFLICT DO NOTHING"
+    )
+    return sql, [_encoder(table.c[name].type, dialect) for name in names]
+
+
+def _encoder(column_type: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+    encode: Callable[[Any], Any] | None = column_type.bind_processor(dialect)
+    if encode is None and isinstance(column_type, JSON):
+        # psycopg's dialect leaves JSON to a cast in the SQL it renders; here it is text.
+        return json.dumps
+    return encode
 
 
 def _values(signal: Signal, stored_at: datetime, instant: Any) -> tuple[Any, ...]:

@@ -19,6 +19,7 @@ from daemon.core.likeness import normalize_text
 from daemon.core.records import CURRENT_MARK_STATES, MARK_STATES, Mark, Reinforcement
 from daemon.core.strength import Strength, current_strength, strength
 from daemon.core.subjects import normalize_subject
+from daemon.store.fast_path import insert_many_ignoring_duplicates
 from daemon.store.sql import escape_like, insert_ignoring_duplicates, with_instants
 from daemon.store.tables import MarkTable, ReinforcementTable
 
@@ -160,9 +161,7 @@ class Marks:
             rows = [
                 m.to_row() | {"fingerprint": fingerprint(m.subject, m.observation)} for m in new
             ]
-            self.connection.execute(
-                insert_ignoring_duplicates(marks, self.connection.dialect.name), rows
-            )
+            insert_many_ignoring_duplicates(self.connection, marks, rows)
 
     def get(self, mark_id: str) -> Mark | None:
         row = self.connection.execute(select(marks).where(marks.c.id == mark_id)).first()
