@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import JSON, Table
+from sqlalchemy import JSON, Select, Table
 from sqlalchemy.engine import Connection, Dialect
 
 from daemon.core.signal import Signal
@@ -179,6 +179,48 @@ def _encoder(column_type: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
         # psycopg's dialect leaves JSON to a cast in the SQL it renders; here it is text.
         return json.dumps
     return encode
+
+
+def select_rows(
+    connection: Connection, statement: Select[Any], parameters: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Run a prepared Core select of plain columns (text and numbers, no decoding) on the
+    driver. Each list in ``parameters`` fills an expanding ``bindparam``; the SQL is
+    compiled once per statement, parameter names and list lengths."""
+    shape = tuple(
+        sorted((k, len(v) if isinstance(v, list | tuple) else -1) for k, v in parameters.items())
+    )
+    sql, names, constants = _compiled_select(statement, connection.dialect, shape)
+    given = dict(constants)
+    for key, value in parameters.items():
+        if isinstance(value, list | tuple):
+            given.update({f"{key}_{n}": item for n, item in enumerate(value, start=1)})
+        else:
+            given[key] = value
+    cursor = Raw(connection).driver.cursor()
+    cursor.execute(sql, given if names is None else [given[name] for name in names])
+    rows: list[tuple[Any, ...]] = cursor.fetchall()
+    cursor.close()
+    return rows
+
+
+@lru_cache(maxsize=256)
+def _compiled_select(
+    statement: Select[Any], dialect: Dialect, shape: tuple[tuple[str, int], ...]
+) -> tuple[str, tuple[str, ...] | None, tuple[tuple[str, Any], ...]]:
+    """The SQL with every expanding list rendered as that many placeholders; for positional
+    drivers, the parameter names in placeholder order; and the values the statement itself
+    carries (literal ``IN`` lists)."""
+    placeholders = {name: list(range(n)) if n >= 0 else None for name, n in shape}
+    expanded = statement.compile(dialect=dialect).construct_expanded_state(placeholders)
+    ours = {name for name, _ in shape}
+    constants = tuple(
+        (name, value)
+        for name, value in expanded.parameters.items()
+        if name not in ours and name.rsplit("_", 1)[0] not in ours
+    )
+    names = tuple(expanded.positiontup) if expanded.positiontup is not None else None
+    return expanded.statement, names, constants
 
 
 def _values(signal: Signal, stored_at: datetime, instant: Any) -> tuple[Any, ...]:

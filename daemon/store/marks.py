@@ -19,7 +19,7 @@ from daemon.core.likeness import normalize_text
 from daemon.core.records import CURRENT_MARK_STATES, MARK_STATES, Mark, Reinforcement
 from daemon.core.strength import Strength, current_strength, strength
 from daemon.core.subjects import normalize_subject
-from daemon.store.fast_path import insert_many_ignoring_duplicates
+from daemon.store.fast_path import insert_many_ignoring_duplicates, select_rows
 from daemon.store.sql import escape_like, insert_ignoring_duplicates, with_instants
 from daemon.store.tables import MarkTable, ReinforcementTable
 
@@ -300,7 +300,7 @@ class Marks:
                 "workspaces": sorted(workspaces),
                 "fingerprints": fingerprints[start : start + 500],
             }
-            rows = self.connection.execute(_OLDEST_BY_FINGERPRINT, parameters)
+            rows = select_rows(self.connection, _OLDEST_BY_FINGERPRINT, parameters)
             for mark_id, workspace, found in rows:
                 oldest.setdefault((workspace, found), mark_id)
         return oldest
@@ -318,8 +318,8 @@ class Marks:
                 "subjects": ordered[start : start + 500],
                 "per_subject": per_subject,
             }
-            for row in self.connection.execute(_RECENT_TEXTS, parameters):
-                found[row.subject].append((row.id, row.observation))
+            for mark_id, subject, text in select_rows(self.connection, _RECENT_TEXTS, parameters):
+                found[subject].append((mark_id, text))
         return found
 
     def subjects(self, workspace: str) -> list[str]:
