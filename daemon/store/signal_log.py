@@ -574,26 +574,28 @@ class SignalLog:
         return states
 
     def open_counts(self) -> DeliveryCounts:
-        """How many deliveries are pending and dead. Reads only what lies after each cursor
-        (through the type index) and the failure rows."""
-        pending = 0
+        """How many deliveries are pending and dead, in one statement (health asks often):
+        what lies after each cursor (through the type index), the revived deliveries below
+        it, and the dead ones."""
+        parts: list[str] = []
+        parameters: list[Any] = []
         for cursor in self.cursors():
             if cursor.binds:
-                pending += self.connection.execute(
-                    select(func.count()).where(
-                        signals.c.type.in_(sorted(cursor.binds)),
-                        signals.c.seq > max(cursor.position, cursor.since),
-                    )
-                ).scalar_one()
-        revived = self.connection.execute(
-            select(func.count())
-            .select_from(failures.join(cursors, cursors.c.receptor == failures.c.receptor))
-            .where(failures.c.status == "pending", failures.c.seq <= cursors.c.position)
-        ).scalar_one()
-        dead = self.connection.execute(
-            select(func.count()).where(failures.c.status == "dead")
-        ).scalar_one()
-        return DeliveryCounts(pending=pending + revived, dead=dead)
+                marks = ", ".join("?" * len(cursor.binds))
+                parts.append(f"(SELECT count(*) FROM signals WHERE type IN ({marks}) AND seq > ?)")
+                parameters += [*sorted(cursor.binds), max(cursor.position, cursor.since)]
+        parts.append(
+            "(SELECT count(*) FROM delivery_failures f JOIN receptor_cursors c"
+            " ON c.receptor = f.receptor WHERE f.status = 'pending' AND f.seq <= c.position)"
+        )
+        sql = (
+            f"SELECT {' + '.join(parts)},"
+            " (SELECT count(*) FROM delivery_failures WHERE status = 'dead')"
+        )
+        raw = Raw(self.connection).execute(sql, parameters)
+        pending, dead = raw.fetchone()
+        raw.close()
+        return DeliveryCounts(pending=int(pending), dead=int(dead))
 
     # -- governance and archives ----------------------------------------------------------
 
