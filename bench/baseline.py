@@ -10,8 +10,6 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from bench.harness import Run
 
@@ -28,15 +26,7 @@ class RawSQLite:
         self.connection.execute("PRAGMA synchronous=FULL")
         self.connection.execute("CREATE TABLE raw (id INTEGER PRIMARY KEY, body TEXT)")
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.connection.close()
 
     def commits(self, seconds: float) -> Run:

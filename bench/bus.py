@@ -30,6 +30,7 @@ import argparse
 import itertools
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -125,8 +126,8 @@ def measure(root: Path, rounds: int, seconds: float) -> Rounds:
     # Never the same observation twice, across configurations and rounds: each makes a mark.
     numbers = itertools.count()
     with (
-        RawSQLite(root / "raw.db") as raw,
-        HueyPipeline(root / "huey.db") as huey,
+        closing(RawSQLite(root / "raw.db")) as raw,
+        closing(HueyPipeline(root / "huey.db")) as huey,
         DaemonHome(root / "daemon") as daemon,
     ):
 

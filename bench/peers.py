@@ -17,8 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from huey import SqliteHuey
 
@@ -67,15 +66,7 @@ class HueyPipeline:
         self.workers = workers
         self.huey, self.task = queue(path)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.huey.storage.close()
 
     def measure(self, producers: int, seconds: float, numbers: Iterator[int]) -> Run:

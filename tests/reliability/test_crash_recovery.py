@@ -182,13 +182,20 @@ def crash_repeatedly(home: DaemonHome, count: int, kills: int) -> None:
             assert home.stop(signal.SIGKILL) == -signal.SIGKILL
             home.start()
             check_applied_once(database, acknowledged)
-        emitters.join()
+        check_the_end(database, emitters, [home])
+
+
+def check_the_end(database: Database, emitters: Emitters, homes: Sequence[DaemonHome]) -> None:
+    """Once every emitter is done and the daemons have caught up: all acknowledged, each
+    applied once, nothing else stored, nothing pending or dead."""
+    emitters.join()
+    for home in homes:
         wait_until(partial(drained, home), "nothing pending")
-        acknowledged = emitters.snapshot()
-        assert len(acknowledged) == count
-        check_applied_once(database, acknowledged)
-        assert database.stored() == acknowledged, "nothing stored that was not acknowledged"
-        assert database.open_deliveries() == DeliveryCounts(0, 0), "nothing pending, nothing dead"
+    acknowledged = emitters.snapshot()
+    assert len(acknowledged) == emitters.count
+    check_applied_once(database, acknowledged)
+    assert database.stored() == acknowledged, "nothing stored that was not acknowledged"
+    assert database.open_deliveries() == DeliveryCounts(0, 0), "nothing pending, nothing dead"
 
 
 def test_sigkill_while_streaming_loses_nothing_and_applies_once(tmp_path: Path) -> None:

@@ -20,12 +20,11 @@ from test_crash_recovery import (
     Database,
     Emitters,
     check_applied_once,
-    drained,
+    check_the_end,
     wait_until,
 )
 
 from daemon.store import Store
-from daemon.store.signal_log import DeliveryCounts
 from daemon.testing import DaemonHome, running
 
 COUNT = 600
@@ -85,14 +84,7 @@ def test_three_daemons_apply_every_acknowledged_signal_once_through_two_owner_ki
         )
         check_applied_once(database, acknowledged)
         victim.start()  # ...and the killed one comes back as an ordinary member
-    emitters.join()
-    for home in fleet:
-        wait_until(partial(drained, home), "nothing pending")
-    acknowledged = emitters.snapshot()
-    assert len(acknowledged) == COUNT
-    check_applied_once(database, acknowledged)
-    assert database.stored() == acknowledged, "nothing stored that was not acknowledged"
-    assert database.open_deliveries() == DeliveryCounts(0, 0), "nothing pending, nothing dead"
+    check_the_end(database, emitters, fleet)
     owning = [
         home
         for home in fleet
