@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from daemon.files.fusion import (
     FUSION_K,
     DenseRanker,
     HybridIndex,
+    line_meanings,
     ranking,
     reciprocal_rank_fusion,
 )
@@ -65,6 +67,37 @@ NEIGHBOUR_WEIGHT = 0.4
 # less about each thing it says. Both measured on the LoCoMo dev set (bench/locomo.py):
 # recall@10 0.749 with 0.3 and the usual 0.75, 0.780 with these.
 LINE_B = 0.4
+# A query that names a day ("on 3 June, 2023") also ranks that day's lines, best first, and
+# this ranking is fused with the others at this weight. On the LoCoMo dev set 41 of 760
+# questions name a day, 36 of them the day of their answer; recall@10 +0.017.
+NAMED_DAY_WEIGHT = 1.0
+
+_MONTHS = {
+    name.casefold(): number
+    for number, names in enumerate(
+        (
+            ("January", "Jan"),
+            ("February", "Feb"),
+            ("March", "Mar"),
+            ("April", "Apr"),
+            ("May",),
+            ("June", "Jun"),
+            ("July", "Jul"),
+            ("August", "Aug"),
+            ("September", "Sep", "Sept"),
+            ("October", "Oct"),
+            ("November", "Nov"),
+            ("December", "Dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+# "3 June 2023", "3rd of June, 2023"; "June 3, 2023"; "2023-06-03".
+_DAY_MONTH_YEAR = re.compile(rf"\b{_ORDINAL}(?: of)? ([A-Za-z]+)\.?,? (\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b([A-Za-z]+)\.? {_ORDINAL},? (\d{{4}})\b")
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,8 +335,10 @@ class DailyLog:
         ``since`` on (``None``: all of them), most relevant first.
 
         Lines are ranked, each by its own score plus a share of its matching neighbours'.
-        The best lines are taken until ``limit`` hits are filled; taken lines adjacent in
-        a file form one hit, ranked by its best line.
+        With a dense ranker, that ranking is fused with the lines' ranking by meaning; a
+        query naming a day adds that day's lines, in the order of the rest (see
+        ``NAMED_DAY_WEIGHT``). The best lines are taken until ``limit`` hits are filled;
+        taken lines adjacent in a file form one hit, ranked by its best line.
         """
         with self._cache_lock:
             self._refresh()
@@ -313,13 +348,23 @@ class DailyLog:
 
             where = None if since is None else wanted
             scores = _with_neighbours(self._index.scores(query, where=where))
+            rankings, weights = [ranking(scores, _line_order)], [1.0]
             if self._index.dense is not None:
                 similar = self._index.dense.nearest(query, DENSE_CANDIDATES, where=where)
-                scores = reciprocal_rank_fusion(
-                    [ranking(scores, _line_order), ranking(similar, _line_order)],
-                    weights=(1.0, DENSE_WEIGHT),
-                    k=FUSION_K,
-                )
+                rankings.append(ranking(similar, _line_order))
+                weights.append(DENSE_WEIGHT)
+                scores = reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
+            named = {day for day in named_days(query) if since is None or day >= since}
+            if named:
+                on_named = {
+                    (day, archived, number): scores.get((day, archived, number), 0.0)
+                    for (day, archived), cached in self._cache.items()
+                    if day in named
+                    for number in range(1, len(cached.lines) + 1)
+                }
+                rankings.append(ranking(on_named, _line_order))
+                weights.append(NAMED_DAY_WEIGHT)
+                scores = reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
             # Best first; on equal scores the newer day, then the earlier line.
             candidates = [(-score, *_line_order(key), key) for key, score in scores.items()]
             # Only as many lines as the hits need are taken: pop them in order from a heap
@@ -382,8 +427,36 @@ class DailyLog:
                 self._index.remove((day, archived, number))
         if cached is not None:
             self._cache[(day, archived)] = cached
+            meanings = line_meanings(cached.lines) if self._index.dense is not None else None
             for number, line in enumerate(cached.lines, start=1):
-                self._index.add((day, archived, number), line)
+                self._index.add(
+                    (day, archived, number),
+                    line,
+                    None if meanings is None else meanings[number - 1],
+                )
+
+
+def named_days(query: str) -> set[date]:
+    """The calendar days ``query`` names, in English or ISO form."""
+    found = set()
+    for day, month, year in _DAY_MONTH_YEAR.findall(query):
+        found.add((year, month, day))
+    for month, day, year in _MONTH_DAY_YEAR.findall(query):
+        found.add((year, month, day))
+    days = set()
+    for year, month, day in found:
+        number = _MONTHS.get(month.casefold())
+        if number is not None:
+            try:
+                days.add(date(int(year), number, int(day)))
+            except ValueError:
+                continue  # "31 June"
+    for year, month, day in _ISO_DAY.findall(query):
+        try:
+            days.add(date(int(year), int(month), int(day)))
+        except ValueError:
+            continue
+    return days
 
 
 def _with_neighbours(raw: dict[_LineKey, float]) -> dict[_LineKey, float]:
