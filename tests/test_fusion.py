@@ -124,6 +124,19 @@ def test_a_question_naming_a_day_finds_that_days_lines(tmp_path: Path) -> None:
     assert [hit.date for hit in late] == ["2023-06-10"]
 
 
+def test_a_question_naming_a_speaker_puts_what_they_said_first(tmp_path: Path) -> None:
+    (tmp_path / f"{DAY}.md").write_text(
+        "Ben: Anna loves painting, painting every weekend with Anna\n"
+        "filler\n"
+        "Anna: painting calms me down after work\n"
+    )
+    daily = DailyLog(tmp_path)
+    ranked = [hit.line_range for hit in daily.search("painting", since=None, limit=2)]
+    assert ranked == [(1, 1), (3, 3)]  # by words alone, Ben's line says more
+    asked = daily.search("What does anna say about painting?", since=None, limit=2)
+    assert [hit.line_range for hit in asked] == [(3, 3), (1, 1)]
+
+
 def test_ranking_breaks_ties_by_the_given_order() -> None:
     assert ranking({"x": 1.0, "y": 2.0, "z": 1.0}, lambda key: -ord(key)) == ["y", "z", "x"]
 

@@ -126,6 +126,12 @@ _FIRST_PERSON = (
 )
 
 
+def speaker(line: str) -> str | None:
+    """Who says ``line`` ("Anna: …"), if it names someone."""
+    said = _SPEAKER.match(line)
+    return None if said is None else said[1]
+
+
 def said_of_speaker(line: str) -> str:
     """``line`` with its speaker's first person put in their name: "Anna: I'm learning
     my violin" becomes "Anna: Anna is learning Anna's violin". A question asks about Anna
