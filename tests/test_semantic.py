@@ -50,6 +50,22 @@ def test_the_model_places_a_paraphrase_nearer_than_unrelated_lines(
     assert embedder.embed([lines[1]])[0] == pytest.approx(vectors[1], abs=1e-5)
 
 
+def test_the_model_converted_to_int8_products_keeps_the_meaning(
+    embedder: semantic.OnnxEmbedder, tmp_path: Path
+) -> None:
+    converted = semantic.quantized_model(MODEL, tmp_path / "int8.onnx")
+    assert converted == tmp_path / "int8.onnx"
+    fast = semantic.OnnxEmbedder(converted, TOKENIZER, model_id="int8", threads=1)
+    lines = [*DAILY.splitlines(), QUESTION]
+    agreement = (fast.embed(lines) * embedder.embed(lines)).sum(axis=1)
+    assert min(agreement) > 0.97  # cosine between the two models' vectors of each text
+    similarity = fast.embed(DAILY.splitlines()) @ fast.embed([QUESTION])[0]
+    assert int(similarity.argmax()) == 1  # still the violin
+    # Converted once: a second start uses the file as it is.
+    written = converted.stat().st_mtime_ns
+    assert semantic.quantized_model(MODEL, converted).stat().st_mtime_ns == written
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> DaemonHome:
     home = DaemonHome(tmp_path)

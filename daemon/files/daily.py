@@ -341,9 +341,10 @@ class DailyLog:
 
         Lines are ranked, each by its own score plus a share of its matching neighbours'.
         With a dense ranker, that ranking is fused with the lines' ranking by meaning; a
-        query naming a day adds that day's lines, in the order of the rest (see
-        ``NAMED_DAY_WEIGHT``). The best lines are taken until ``limit`` hits are filled;
-        taken lines adjacent in a file form one hit, ranked by its best line.
+        query naming a speaker of the log or a day adds their lines, in the order of the
+        rankings before (see ``NAMED_SPEAKER_WEIGHT``). The best lines are taken until
+        ``limit`` hits are filled; taken lines adjacent in a file form one hit, ranked by
+        its best line.
         """
         with self._cache_lock:
             self._refresh()
@@ -353,12 +354,17 @@ class DailyLog:
 
             where = None if since is None else wanted
             scores = _with_neighbours(self._index.scores(query, where=where))
-            rankings, weights = [ranking(scores, _line_order)], [1.0]
+            rankings: list[list[_LineKey]] = [ranking(scores, _line_order)]
+            weights = [1.0]
+
+            def fuse(ranked: list[_LineKey], weight: float) -> dict[_LineKey, float]:
+                rankings.append(ranked)
+                weights.append(weight)
+                return reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
+
             if self._index.dense is not None:
                 similar = self._index.dense.nearest(query, DENSE_CANDIDATES, where=where)
-                rankings.append(ranking(similar, _line_order))
-                weights.append(DENSE_WEIGHT)
-                scores = reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
+                scores = fuse(ranking(similar, _line_order), DENSE_WEIGHT)
             named = self._named_speakers(query)
             if named:
                 said = {
@@ -366,9 +372,7 @@ class DailyLog:
                     for name in named
                     for key in self._said_by[name] & scores.keys()
                 }
-                rankings.append(ranking(said, _line_order))
-                weights.append(NAMED_SPEAKER_WEIGHT)
-                scores = reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
+                scores = fuse(ranking(said, _line_order), NAMED_SPEAKER_WEIGHT)
             days = {day for day in named_days(query) if since is None or day >= since}
             if days:
                 on_days = {
@@ -377,9 +381,7 @@ class DailyLog:
                     if day in days
                     for number in range(1, len(cached.lines) + 1)
                 }
-                rankings.append(ranking(on_days, _line_order))
-                weights.append(NAMED_DAY_WEIGHT)
-                scores = reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
+                scores = fuse(ranking(on_days, _line_order), NAMED_DAY_WEIGHT)
             # Best first; on equal scores the newer day, then the earlier line.
             candidates = [(-score, *_line_order(key), key) for key, score in scores.items()]
             # Only as many lines as the hits need are taken: pop them in order from a heap
