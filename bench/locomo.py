@@ -22,9 +22,16 @@ the hybrid search embeds each conversation's lines for the first time (into a fr
 in a temporary directory), with the process's resident memory after it. Without the
 ``semantic`` extra the hybrid row is left out.
 
+The hybrid ranking's constants were chosen on half of the conversations (``TUNED_ON``);
+the results are also given for each half, so that the held-out half shows how much of the
+gain is fitted to the data.
+
 Run from the repository root::
 
-    .venv/bin/python -m bench.locomo
+    .venv/bin/python -m bench.locomo [--only conv-26,conv-30]
+
+``--only`` runs some conversations (for a quick look while changing the ranking; the
+figures to report are those of a full run).
 
 The benchmark directory (the one holding ``locomo-dev/``) is ``../shared/bench`` next to the
 repository unless ``CAMBIUM_BENCH_DATA`` names another. The data is read in place, never
@@ -34,6 +41,7 @@ copied, and its daily directories are only searched. Results are written to
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import json
 import math
@@ -59,6 +67,8 @@ RESULTS = REPOSITORY / "bench" / "results" / "locomo.json"
 CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) has no answer in the conversation
 KS = (5, 10)
 SEARCH_LIMIT = 10
+# The half of the conversations the hybrid ranking was tuned on; the others are held out.
+TUNED_ON = frozenset({"conv-26", "conv-30", "conv-41"})
 
 Line = tuple[str, int]  # (YYYY-MM-DD, 1-indexed line number)
 
@@ -176,6 +186,11 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.locomo", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--only", help="comma-separated conversations to run (default: all)")
+    arguments = parser.parse_args()
     root = data_directory()
     if not root.is_dir():
         raise SystemExit(
@@ -183,8 +198,17 @@ def main() -> None:
             "that holds locomo-dev/"
         )
     conversations = sorted(p for p in root.iterdir() if (p / "qa.json").is_file())
+    if arguments.only:
+        chosen = set(arguments.only.split(","))
+        unknown = chosen - {p.name for p in conversations}
+        if unknown:
+            raise SystemExit(f"no such conversation: {', '.join(sorted(unknown))}")
+        conversations = [p for p in conversations if p.name in chosen]
     asked: Counter[int] = Counter()  # questions per category
     found: defaultdict[tuple[str, int], Counter[int]] = defaultdict(Counter)  # per ranker, category
+    # Per ranker and half ("tuned", "held out"): questions found at each k, and asked.
+    by_half: defaultdict[tuple[str, str], Counter[int]] = defaultdict(Counter)
+    asked_by_half: Counter[str] = Counter()
     latencies: defaultdict[str, list[float]] = defaultdict(list)
     cpu: defaultdict[str, list[float]] = defaultdict(list)  # this thread's CPU time
     with tempfile.TemporaryDirectory() as scratch:
@@ -205,8 +229,10 @@ def main() -> None:
                 embedding.cpu_seconds += time.thread_time() - started_cpu
                 embedding.lines += line_count(hybrid)
                 rankers["hybrid_search"] = partial(daily_search, hybrid)
+            half = "tuned" if conversation.name in TUNED_ON else "held out"
             for question in questions(conversation):
                 asked[question.category] += 1
+                asked_by_half[half] += 1
                 for name, rank in rankers.items():
                     started, started_cpu = time.perf_counter(), time.thread_time()
                     lines = rank(question.text)
@@ -215,6 +241,7 @@ def main() -> None:
                     for k in KS:
                         if question.evidence & set(lines[:k]):
                             found[(name, question.category)][k] += 1
+                            by_half[(name, half)][k] += 1
     ran = [name for name in RANKERS if latencies[name]]
 
     def share(name: str, categories: Iterable[int]) -> dict[str, float]:
@@ -230,6 +257,10 @@ def main() -> None:
             "mean": round(statistics.fmean(ms), 3),
         }
 
+    def share_of_half(name: str, half: str) -> dict[str, float]:
+        return {f"k{k}": round(by_half[(name, half)][k] / asked_by_half[half], 4) for k in KS}
+
+    halves = [half for half in ("tuned", "held out") if asked_by_half[half]]
     total = asked.total()
     results = {
         "data": str(root),
@@ -242,6 +273,16 @@ def main() -> None:
                 **{name: share(name, [category]) for name in ran},
             }
             for category in sorted(asked)
+        },
+        "by_half": {
+            half: {
+                "conversations": [
+                    p.name for p in conversations if (p.name in TUNED_ON) == (half == "tuned")
+                ],
+                "questions": asked_by_half[half],
+                **{name: share_of_half(name, half) for name in ran},
+            }
+            for half in halves
         },
         "latency_ms": {name: latency(name, latencies) for name in ran},
         "cpu_ms": {name: latency(name, cpu) for name in ran},
@@ -268,6 +309,13 @@ def main() -> None:
             f"{RANKERS[name]:24}{at['k5']:>8.3f}{at['k10']:>8.3f}{ms['p50']:>10.2f}"
             f"{ms['p99']:>10.2f}{cpu_ms['p50']:>10.2f}{cpu_ms['p99']:>10.2f}"
         )
+    for half in halves:
+        at_half = "  ".join(
+            f"{name.split('_')[0]} {share_of_half(name, half)['k5']:.3f}/"
+            f"{share_of_half(name, half)['k10']:.3f}"
+            for name in ran
+        )
+        print(f"{half} half ({asked_by_half[half]} questions), k=5/k=10: {at_half}")
     if embedding is None:
         print("hybrid: not run (pip install 'cambium-memory[semantic]')")
     else:

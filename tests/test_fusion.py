@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from daemon.files.daily import DailyLog
-from daemon.files.fusion import ranking, reciprocal_rank_fusion
+from daemon.files.fusion import line_meanings, ranking, reciprocal_rank_fusion, said_of_speaker
 from daemon.files.substrate import Substrate
 
 if TYPE_CHECKING:
@@ -93,6 +93,50 @@ def test_fusion_weights_scale_a_ranking() -> None:
         reciprocal_rank_fusion([["a"], ["b"]], weights=(1.0,))
 
 
+def test_a_speakers_first_person_is_embedded_in_their_name_with_the_lines_around() -> None:
+    assert said_of_speaker("Anna: I'm learning my violin, it calms me") == (
+        "Anna: Anna is learning Anna's violin, it calms Anna"
+    )
+    assert said_of_speaker("bought bread, I think") == "bought bread, I think"  # no speaker
+    assert line_meanings(["Ben: what do you play?", "Anna: I play the cello", "Ben: nice"]) == [
+        ("Ben: what do you play?", "Ben: what do you play?\nAnna: Anna play the cello"),
+        (
+            "Anna: Anna play the cello",
+            "Ben: what do you play?\nAnna: Anna play the cello\nBen: nice",
+        ),
+        ("Ben: nice", "Anna: Anna play the cello\nBen: nice"),
+    ]
+
+
+def test_a_question_naming_a_day_finds_that_days_lines(tmp_path: Path) -> None:
+    (tmp_path / "2023-06-03.md").write_text("Ben: joined the dog shelter as a volunteer\n")
+    (tmp_path / "2023-06-10.md").write_text("Anna: pottery is a new activity for me\n")
+    daily = DailyLog(tmp_path)
+    question = "What new activity did Anna take up, as mentioned on {}?"
+    assert [hit.date for hit in daily.search(question.format("a day"), since=None, limit=2)] == [
+        "2023-06-10"
+    ]
+    for day in ("3 June, 2023", "June 3rd, 2023", "2023-06-03"):
+        found = daily.search(question.format(day), since=None, limit=2)
+        assert "2023-06-03" in [hit.date for hit in found], day
+    # The horizon still holds: a named day before it is not searched.
+    late = daily.search(question.format("3 June, 2023"), since=date(2023, 6, 4), limit=2)
+    assert [hit.date for hit in late] == ["2023-06-10"]
+
+
+def test_a_question_naming_a_speaker_puts_what_they_said_first(tmp_path: Path) -> None:
+    (tmp_path / f"{DAY}.md").write_text(
+        "Ben: Anna loves painting, painting every weekend with Anna\n"
+        "filler\n"
+        "Anna: painting calms me down after work\n"
+    )
+    daily = DailyLog(tmp_path)
+    ranked = [hit.line_range for hit in daily.search("painting", since=None, limit=2)]
+    assert ranked == [(1, 1), (3, 3)]  # by words alone, Ben's line says more
+    asked = daily.search("What does anna say about painting?", since=None, limit=2)
+    assert [hit.line_range for hit in asked] == [(3, 3), (1, 1)]
+
+
 def test_ranking_breaks_ties_by_the_given_order() -> None:
     assert ranking({"x": 1.0, "y": 2.0, "z": 1.0}, lambda key: -ord(key)) == ["y", "z", "x"]
 
@@ -103,18 +147,24 @@ class MeaningRanker:
     extra."""
 
     def __init__(self) -> None:
-        self.texts: dict[object, frozenset[str]] = {}
+        self.texts: dict[object, list[frozenset[str]]] = {}
 
     @staticmethod
     def meanings(text: str) -> frozenset[str]:
         words = set(text.lower().replace("?", " ").split())
         return frozenset(group for group, members in MEANINGS.items() if words & set(members))
 
-    def add(self, key: object, text: str) -> None:
-        self.texts[key] = self.meanings(text)
+    def add(self, key: object, texts: Sequence[str]) -> None:
+        self.texts[key] = [self.meanings(text) for text in texts]
 
     def remove(self, key: object) -> None:
         self.texts.pop(key, None)
+
+    def erase(self, key: object) -> None:
+        self.remove(key)
+
+    def prune(self) -> None:
+        pass  # nothing is kept beyond the documents
 
     def flush(self) -> None:
         pass
@@ -123,10 +173,10 @@ class MeaningRanker:
         self, query: str, limit: int, *, where: Callable[[object], bool] | None = None
     ) -> dict[object, float]:
         wanted = self.meanings(query)
-        similar = {
-            key: len(wanted & found) / len(wanted | found)
+        similar = {  # the mean over a document's texts, as DenseIndex has it
+            key: sum(len(wanted & one) / len(wanted | one) for one in found) / len(found)
             for key, found in self.texts.items()
-            if wanted & found and (where is None or where(key))
+            if any(wanted & one for one in found) and (where is None or where(key))
         }
         return dict(sorted(similar.items(), key=lambda item: -item[1])[:limit])
 
@@ -155,10 +205,10 @@ def test_dense_index_ranks_by_meaning_and_forgets_removed_documents(
     shared: semantic_module.Semantic,
 ) -> None:
     index: semantic_module.DenseIndex[int] = semantic.DenseIndex(shared)
-    index.add(1, "cook dinner")
-    index.add(2, "practising violin")
-    index.add(3, "a long nap")
-    index.add(4, "a meal")
+    index.add(1, ["cook dinner"])
+    index.add(2, ["practising violin"])
+    index.add(3, ["a long nap"])
+    index.add(4, ["a meal"])
     assert list(index.nearest("which instrument", 3)) == [2]  # nothing else is about music
     index.remove(2)  # the last row moves into its place
     assert index.nearest("which instrument", 3) == {}
@@ -176,11 +226,11 @@ def test_each_text_is_embedded_once_and_kept_across_restarts(
 ) -> None:
     index: semantic_module.DenseIndex[int] = semantic.DenseIndex(shared)
     for key in range(4):
-        index.add(key, "the same line")
-    index.add(9, "another line")
+        index.add(key, ["the same line"])
+    index.add(9, ["another line"])
     index.flush()
     assert sorted(embedder.embedded) == ["another line", "the same line"]
-    index.add(10, "the same line")  # the cache has it
+    index.add(10, ["the same line"])  # the cache has it
     index.flush()
     assert len(embedder.embedded) == 2
 
@@ -189,10 +239,40 @@ def test_each_text_is_embedded_once_and_kept_across_restarts(
     reopened: semantic_module.DenseIndex[int] = semantic.DenseIndex(
         semantic.Semantic.create(fresh, cache)
     )
-    reopened.add(1, "another line")
-    reopened.add(2, "a new line")
+    reopened.add(1, ["another line"])
+    reopened.add(2, ["a new line"])
     assert list(reopened.nearest("a new line", 1)) == [2]
     assert fresh.embedded == ["a new line", "a new line"]  # the line, then the query
+
+
+def test_a_document_of_several_texts_is_their_mean_and_erasing_it_deletes_their_vectors(
+    semantic: ModuleType,
+    embedder: MeaningEmbedder,
+    shared: semantic_module.Semantic,
+) -> None:
+    marks = shared.scoped("marks")
+    index: semantic_module.DenseIndex[str] = semantic.DenseIndex(marks)
+    index.add("half", ["practising violin", "soup for dinner"])
+    index.add("whole", ["cello concert", "violin"])
+    index.add("none", ["a long nap"])
+    similar = index.nearest("which instrument", 3)
+    assert list(similar) == ["whole", "half"]
+    assert similar["half"] == pytest.approx(similar["whole"] / 2, rel=0.2)
+
+    files: semantic_module.DenseIndex[str] = semantic.DenseIndex(shared)
+    files.add("line", ["violin"])  # the same text, cached in the shared scope
+    files.flush()
+    index.erase("whole")
+    assert list(index.nearest("which instrument", 3)) == ["half"]
+    assert marks.cache.get_many([semantic.content_hash("cello concert")]) == {}
+    assert shared.cache.get_many([semantic.content_hash("violin")]) != {}
+
+    # After a restart, what is cached in the scope but held by no document is deleted.
+    restarted: semantic_module.DenseIndex[str] = semantic.DenseIndex(marks)
+    restarted.add("none", ["a long nap"])
+    restarted.prune()
+    assert len(marks.cache) == 1
+    assert list(restarted.nearest("sleep", 1)) == ["none"]
 
 
 def test_the_cache_keeps_models_apart(semantic: ModuleType, tmp_path: Path) -> None:

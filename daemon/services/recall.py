@@ -205,23 +205,29 @@ class Layers:
         dense = dense_indexes(config.recall)
         return cls(
             store=store,
-            substrate=Substrate(config.paths.substrate, dense() if dense else None),
-            daily=DailyLog(config.paths.daily, dense() if dense else None),
+            substrate=Substrate(config.paths.substrate, dense(None) if dense else None),
+            daily=DailyLog(config.paths.daily, dense(None) if dense else None),
             compost=Compost(config.paths.compost, config.compost.templates),
             workspace=config.workspace,
             zone=config.zone,
+            # Apart from the files' embeddings: a forgotten mark's must be deletable.
+            mark_text=MarkText(dense("marks") if dense else None),
             llm=config.llm if config.llm_configured else None,
         )
 
     def prepare_search(self) -> None:
-        """Embed the daily and substrate lines ahead of the first recall (semantic on)."""
+        """Embed the daily and substrate lines and the marks' texts ahead of the first
+        recall (semantic on)."""
         self.daily.prepare_search()
         self.substrate.prepare_search()
+        self.store.read_sync(self.mark_text.follow)
+        self.mark_text.embed()
 
 
-def dense_indexes(config: RecallConfig) -> Callable[[], DenseRanker[Any]] | None:
-    """What makes a layer's dense index when ``[recall] semantic`` is on (one model and
-    one embedding cache for all layers); ``None`` when it is off."""
+def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[Any]] | None:
+    """What makes a layer's dense index when ``[recall] semantic`` is on, given the scope
+    its embeddings are cached under (``None``: shared with the other layers; one model
+    and one cache file for all); ``None`` when it is off."""
     if not config.semantic:
         return None
     try:
@@ -234,7 +240,7 @@ def dense_indexes(config: RecallConfig) -> Callable[[], DenseRanker[Any]] | None
         shared = load_semantic(config)
     except SemanticUnavailable as exc:
         raise ConfigError(f"recall.semantic: {exc}") from None
-    return lambda: DenseIndex(shared)
+    return lambda scope: DenseIndex(shared if scope is None else shared.scoped(scope))
 
 
 def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
