@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from disk import Crash, Disk
 
 from daemon.core.days import InvalidDay, parse_day
+from daemon.files import fs
 from daemon.files.daily import DailyHit, DailyLog
+from daemon.files.fs import Folder
 
 DAY = date(2026, 4, 11)
 
@@ -157,49 +160,39 @@ def test_archive_without_a_live_file_changes_nothing(directory: Path, daily: Dai
     assert daily.read(DAY, archived=True) == ["kept"]
 
 
-class Crash(Exception):
-    """A simulated power cut."""
+# -- crashes: a power cut at any step loses nothing that was acknowledged -----------------
 
 
-STEPS = ("rename", "replace", "unlink", "fsync")
+@pytest.fixture
+def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Disk:
+    disk = Disk(tmp_path)
+    disk.install(monkeypatch)
+    return disk
+
+
 CrashAt = Callable[..., None]
 
 
 @pytest.fixture
-def crash_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[CrashAt]:
-    """``crash_at(n)`` makes the n-th file-system step from now on (a rename, replace,
-    unlink or fsync; or only those named in ``steps``) fail before it happens: the disk is
-    left as a crash between two steps would leave it. ``crash_at(0)`` disarms."""
-    originals = {name: getattr(os, name) for name in STEPS}
-    armed: dict[str, Any] = {"remaining": 0, "steps": STEPS}
-
-    def arm(step: int, *, steps: tuple[str, ...] = STEPS) -> None:
-        armed.update(remaining=step, steps=steps)
-
-    def wrap(name: str) -> Callable[..., Any]:
-        def step(*args: Any, **kwargs: Any) -> Any:
-            if armed["remaining"] > 0 and name in armed["steps"]:
-                armed["remaining"] -= 1
-                if armed["remaining"] == 0:
-                    raise Crash(name)
-            return originals[name](*args, **kwargs)
-
-        return step
-
-    for name in STEPS:
-        monkeypatch.setattr(os, name, wrap(name))
-    yield arm
-    arm(0)
+def crash_at(disk: Disk) -> Iterator[CrashAt]:
+    """``crash_at(n)`` cuts the power at the n-th file-system step from now on (a rename,
+    replace, unlink or fsync; or only those named in ``steps``): before it happens, or with
+    ``after=True`` right after it. Whatever was not fsynced by then is undone, as after a
+    real power cut. ``crash_at(0)`` disarms and brings the disk back."""
+    yield disk.crash_at
+    disk.crash_at(0)
 
 
 ARCHIVED = "a1\na2\n"
 LIVE = "l1\nl2\nl3\n"
 ALL_LINES = ["a1", "a2", "l1", "l2", "l3"]
+WHEN = pytest.mark.parametrize("after", [False, True], ids=["before-a-step", "after-a-step"])
 
 
+@WHEN
 @pytest.mark.parametrize("archived_before", [True, False], ids=["into-archive", "fresh"])
 def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
-    tmp_path: Path, crash_at: CrashAt, archived_before: bool
+    tmp_path: Path, crash_at: CrashAt, archived_before: bool, after: bool
 ) -> None:
     expected = ALL_LINES if archived_before else ALL_LINES[2:]
     crashes = 0
@@ -209,7 +202,7 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
             write(directory / "archive" / "2026-04-11.md", ARCHIVED)
         write(directory / "2026-04-11.md", LIVE)
         daily = DailyLog(directory)
-        crash_at(step)
+        crash_at(step, after=after)
         try:
             daily.archive(DAY)
         except Crash:
@@ -219,7 +212,7 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
         finally:
             crash_at(0)
         # Each line is still live or (on its way into the) archive, exactly once ...
-        assert daily.position(DAY) == len(expected)
+        assert daily.position(DAY) == len(expected), f"crash at step {step}"
         # ... and after a retry (or two), each is in the archive once.
         daily.archive(DAY)
         daily.archive(DAY)
@@ -228,6 +221,70 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
         assert leftovers(directory) == []
     # The loop stops at the first run no crash interrupted, so every step before it crashed.
     assert crashes >= (8 if archived_before else 3)
+
+
+@WHEN
+def test_a_power_cut_loses_no_acknowledged_append(
+    tmp_path: Path, crash_at: CrashAt, after: bool
+) -> None:
+    """Every append that returned is still there after a power cut at any step, whole; the
+    one the cut interrupted is there whole or not at all."""
+    lines = ["first", "second", "third"]
+    crashes = 0
+    for step in range(1, 100):
+        daily = DailyLog(tmp_path / f"run-{step}" / "daily")
+        acknowledged: list[str] = []
+        crash_at(step, after=after)
+        try:
+            for line in lines:
+                daily.append(DAY, line)
+                acknowledged.append(line)
+        except Crash:
+            crashes += 1
+        finally:
+            crash_at(0)
+        kept = daily.read(DAY) or []
+        assert kept in (acknowledged, lines[: len(acknowledged) + 1]), f"crash at step {step}"
+        if acknowledged == lines:
+            break
+    # Making the directories, creating the file, and one fsync per line: each crashed once.
+    assert crashes >= 6
+
+
+@pytest.mark.parametrize("archived_before", [True, False], ids=["into-archive", "fresh"])
+def test_an_archive_that_returned_survives_a_power_cut(
+    directory: Path, daily: DailyLog, disk: Disk, archived_before: bool
+) -> None:
+    if archived_before:
+        write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    disk.settled()
+    daily.archive(DAY)
+    disk.power_cut()
+    disk.crash_at(0)
+    assert daily.read(DAY, archived=True) == (ALL_LINES if archived_before else ALL_LINES[2:])
+    assert daily.read(DAY) is None
+    assert leftovers(directory) == []
+
+
+def test_every_append_claim_and_merge_is_fsynced_before_it_returns(
+    daily: DailyLog, disk: Disk
+) -> None:
+    """The fsync spy: once a call returns, no byte it wrote and no file it created, renamed
+    or removed is waiting for an fsync."""
+    daily.append(DAY, "first")  # creates the directory and the file
+    assert disk.unsynced() == []
+    daily.append(DAY, "second")
+    assert disk.unsynced() == []
+    assert daily.claim(DAY) is not None  # creates the archive, moves the file into it
+    assert disk.unsynced() == []
+    daily.merge(DAY)  # into a day not archived yet
+    assert disk.unsynced() == []
+    daily.append(DAY, "third")
+    assert daily.claim(DAY) is not None
+    daily.merge(DAY)  # into an archived day: a record, an append, two removals
+    assert disk.unsynced() == []
+    assert daily.read(DAY, archived=True) == ["first", "second", "third"]
 
 
 def test_an_append_cut_short_by_a_crash_is_completed_not_repeated(
@@ -263,14 +320,157 @@ def test_a_day_appended_to_after_an_interrupted_archive_keeps_its_order(
     daily = DailyLog(directory)
     write(directory / "archive" / "2026-04-11.md", ARCHIVED)
     write(directory / "2026-04-11.md", LIVE)
-    crash_at(1, steps=("fsync",))  # the live file was just moved out of the way
+    # The live file was just moved out of the way (both directories synced), not yet read.
+    crash_at(2, steps=("fsync",), after=True)
     with pytest.raises(Crash):
         daily.archive(DAY)
     crash_at(0)
+    assert daily.read(DAY) is None
     daily.append(DAY, "late note")
     assert daily.position(DAY) == 6  # the interrupted lines are still there, before it
     daily.archive(DAY)
     assert daily.read(DAY, archived=True) == [*ALL_LINES, "late note"]
+
+
+# -- concurrency: appends, claims and merges never interleave ----------------------------
+
+# How long a thread may take to get where the test sends it: a bound against hanging, not
+# a measure of speed (a correct run waits for no timeout).
+PATIENCE = 30.0
+
+
+class ReportingLock:
+    """The log's lock, telling the test when a thread has to wait for it."""
+
+    def __init__(self, lock: Any, waiting: threading.Event) -> None:
+        self._lock, self._waiting = lock, waiting
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self._waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+def interleave(
+    monkeypatch: pytest.MonkeyPatch,
+    daily: DailyLog,
+    owner: object,
+    name: str,
+    meanwhile: Callable[[], None],
+) -> Callable[[], None]:
+    """At the next call of ``owner.name``, first run ``meanwhile`` on another thread until
+    it has finished or has to wait for the log's lock: the interleaving a missing lock
+    allows, forced rather than hoped for. Returns a function that waits for that thread and
+    raises what it raised."""
+    settled = threading.Event()
+    monkeypatch.setattr(daily, "_lock", ReportingLock(daily._lock, settled))
+    original = getattr(owner, name)
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def other() -> None:
+        try:
+            meanwhile()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            settled.set()
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        if not threads:
+            threads.append(threading.Thread(target=other))
+            threads[0].start()
+            assert settled.wait(PATIENCE), "the other thread neither finished nor waited"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, step)
+
+    def finish() -> None:
+        assert threads, "the step to interleave at never came"
+        threads[0].join(PATIENCE)
+        assert not threads[0].is_alive(), "the other thread never finished"
+        if errors:
+            raise errors[0]
+
+    return finish
+
+
+def consolidate(daily: DailyLog) -> list[str]:
+    """Finish what is pending, then claim and merge until nothing is left, as consolidation
+    does; the lines claimed."""
+    claimed = []
+    daily.merge(DAY)
+    while (claim := daily.claim(DAY)) is not None:
+        claimed += claim.lines
+        daily.merge(DAY)
+    return claimed
+
+
+def test_a_line_appended_while_the_day_is_claimed_is_claimed_once(
+    directory: Path, daily: DailyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append has opened the live file when a consolidation claims the day. Its line
+    must be in that claim, or left for the next one; written into the claimed file after
+    the claim read it, it would be archived without ever being consolidated."""
+    write(directory / "2026-04-11.md", "l1\n")
+    claimed: list[str] = []
+
+    def claim() -> None:
+        taken = daily.claim(DAY)
+        assert taken is not None
+        claimed.extend(taken.lines)
+
+    finish = interleave(monkeypatch, daily, fs, "_write_all", claim)
+    daily.append(DAY, "late")  # between opening the file and writing to it: the claim
+    finish()
+    assert claimed + consolidate(daily) == ["l1", "late"]
+    assert daily.read(DAY, archived=True) == ["l1", "late"]
+
+
+def test_two_claims_at_once_lose_no_line(
+    directory: Path, daily: DailyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim has found the live file and is about to move it away when another claim
+    takes the day and a new line starts a new live file. The first must not move that new
+    file over what the other one claimed."""
+    write(directory / "2026-04-11.md", "l1\nl2\n")
+
+    def claim_then_append() -> None:
+        assert daily.claim(DAY) is not None
+        daily.append(DAY, "late")
+
+    finish = interleave(monkeypatch, daily, Folder, "move", claim_then_append)
+    first = daily.claim(DAY)  # between looking at the live file and moving it: the other
+    finish()
+    assert first is not None and first.lines == ["l1", "l2"]
+    consolidate(daily)
+    assert daily.read(DAY, archived=True) == ["l1", "l2", "late"]
+    assert leftovers(directory) == []
+
+
+def test_two_merges_at_once_lose_no_line(
+    directory: Path, daily: DailyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge has found the day not archived yet and is about to move its claim into
+    place when another merge does it first and a new claim takes the next live file. The
+    first must not move that claim over the archived day."""
+    write(directory / "2026-04-11.md", "l1\n")
+    assert daily.claim(DAY) is not None
+    daily.append(DAY, "late")
+
+    def merge_then_claim() -> None:
+        daily.merge(DAY)
+        assert daily.claim(DAY) is not None
+
+    finish = interleave(monkeypatch, daily, Folder, "move", merge_then_claim)
+    daily.merge(DAY)  # between finding no archived day and moving the claim: the other
+    finish()
+    consolidate(daily)
+    assert daily.read(DAY, archived=True) == ["l1", "late"]
+    assert leftovers(directory) == []
 
 
 def test_concurrent_appends_and_archives_lose_nothing(directory: Path, daily: DailyLog) -> None:
