@@ -3,6 +3,7 @@ line (whatever crashes), and ranked search with adjacent lines merged."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -285,6 +286,26 @@ def test_every_append_claim_and_merge_is_fsynced_before_it_returns(
     daily.merge(DAY)  # into an archived day: a record, an append, two removals
     assert disk.unsynced() == []
     assert daily.read(DAY, archived=True) == ["first", "second", "third"]
+
+
+def test_an_append_that_fails_halfway_is_cut_back_durably(
+    directory: Path, daily: DailyLog, disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails halfway (a full disk) leaves the file as it was, and that is on
+    the disk when the error reaches the caller: no half line reappears after a power cut."""
+    daily.append(DAY, "before")
+
+    def full_disk(fd: int, data: bytes) -> None:
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fs, "_write_all", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        daily.append(DAY, "a line the disk has no room for")
+    assert disk.unsynced() == []
+    disk.power_cut()
+    disk.crash_at(0)
+    assert daily.read(DAY) == ["before"]
 
 
 def test_an_append_cut_short_by_a_crash_is_completed_not_repeated(
