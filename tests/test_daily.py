@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from disk import Crash, Disk
 
 from daemon.core.days import InvalidDay, parse_day
 from daemon.files import fs
-from daemon.files.daily import DailyHit, DailyLog
+from daemon.files.daily import Claim, DailyHit, DailyLog, _spans, _with_neighbours
 from daemon.files.fs import Folder
 
 DAY = date(2026, 4, 11)
@@ -79,9 +80,25 @@ def test_days_lists_only_files_named_by_a_day(directory: Path, daily: DailyLog) 
         write(directory / name, "x\n")
     write(directory / "archive" / "2026-03-01.md", "x\n")
     write(directory / "archive" / ".2026-03-02.md.incoming", "x\n")
+    (directory / "2026-04-08.md").symlink_to(directory / "2026-04-09.md")
     assert daily.days(archived=False) == [date(2026, 4, 9), date(2026, 4, 10)]
     assert daily.days(archived=True) == [date(2026, 3, 1)]
     assert DailyLog(directory / "missing").days(archived=False) == []
+
+
+def test_unconsolidated_days_are_live_files_and_unmerged_claims(
+    directory: Path, daily: DailyLog
+) -> None:
+    write(directory / "2026-04-10.md", "x\n")
+    write(directory / "2026-04-12.md", "not yet: after the day asked about\n")
+    write(directory / "archive" / "2026-04-01.md", "consolidated\n")
+    write(directory / "archive" / ".2026-04-02.md.incoming", "claimed, not merged\n")
+    # Hidden files that are not claims, however close their names come.
+    for name in [".2026-04-03", ".2026-04-04.md", ".2026-04-05.md.merge", "2026-04-06.md.incoming"]:
+        write(directory / "archive" / name, "x\n")
+    for n in range(20):
+        write(directory / "archive" / f".not-a-day-{n}.md.incoming", "x\n")
+    assert daily.unconsolidated_days(date(2026, 4, 11)) == [date(2026, 4, 2), date(2026, 4, 10)]
 
 
 # -- reading and appending ---------------------------------------------------------------
@@ -109,14 +126,58 @@ def test_append_to_a_file_without_a_final_newline_starts_a_new_line(
 
 @pytest.mark.parametrize("line", ["two\nlines", "carriage\rreturn", "trailing\n"])
 def test_append_refuses_a_line_break(directory: Path, daily: DailyLog, line: str) -> None:
-    with pytest.raises(ValueError, match="line break"):
+    with pytest.raises(ValueError) as refused:
         daily.append(DAY, line)
+    assert str(refused.value) == "a daily line must not contain a line break"
     assert not (directory / "2026-04-11.md").exists()
 
 
 def test_lines_are_numbered_as_an_editor_shows_them(directory: Path, daily: DailyLog) -> None:
     write(directory / "2026-04-11.md", "one\r\ntwo\u2028still two\n\nfour\n")
     assert daily.read(DAY) == ["one", "two\u2028still two", "", "four"]
+
+
+def test_bytes_that_are_not_utf8_read_as_replacement_characters(
+    directory: Path, daily: DailyLog
+) -> None:
+    (directory / "2026-04-11.md").parent.mkdir(parents=True)
+    (directory / "2026-04-11.md").write_bytes(b"caf\xe9 latte\nok\n")
+    assert daily.read(DAY) == ["caf\ufffd latte", "ok"]
+
+
+def test_path_names_the_live_and_the_archived_file(directory: Path, daily: DailyLog) -> None:
+    assert daily.path(DAY) == directory / "2026-04-11.md"
+    assert daily.path(DAY, archived=True) == directory / "archive" / "2026-04-11.md"
+
+
+def test_reading_creates_nothing(directory: Path, daily: DailyLog) -> None:
+    assert daily.read(DAY) is None
+    assert daily.read(DAY, archived=True) is None
+    assert daily.position(DAY) == 0
+    assert not directory.exists()
+    write(directory / "2026-04-10.md", "x\n")
+    assert daily.read(DAY, archived=True) is None
+    assert daily.position(DAY) == 0
+    daily.archive(DAY)  # nothing to archive: no archive folder either
+    assert sorted(p.name for p in directory.iterdir()) == ["2026-04-10.md"]
+
+
+def test_an_append_given_a_position_is_made_once(directory: Path, daily: DailyLog) -> None:
+    """A redelivered note passes the position it saw first: its line is appended unless the
+    day already holds it after that position."""
+    daily.append(DAY, "coffee")
+    seen = daily.position(DAY)
+    assert daily.append(DAY, "coffee", unless_after=seen) is True  # a line before does not count
+    assert daily.append(DAY, "coffee", unless_after=seen) is False  # the retry
+    daily.archive(DAY)
+    assert daily.append(DAY, "coffee", unless_after=seen) is False  # archived since
+    assert daily.append(DAY, "tea", unless_after=seen) is True
+    assert daily.position(DAY) == 3
+    assert [*(daily.read(DAY, archived=True) or []), *(daily.read(DAY) or [])] == [
+        "coffee",
+        "coffee",
+        "tea",
+    ]
 
 
 # -- archiving ---------------------------------------------------------------------------
@@ -159,6 +220,41 @@ def test_archive_without_a_live_file_changes_nothing(directory: Path, daily: Dai
     write(directory / "archive" / "2026-04-11.md", "kept\n")
     daily.archive(DAY)
     assert daily.read(DAY, archived=True) == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("archived", "live", "expected"),
+    [
+        ("", "l1\n", ["l1"]),  # an archived file left empty
+        ("a1\n", "", ["a1"]),  # an empty live file adds nothing
+        ("", "", []),
+    ],
+)
+def test_archive_with_empty_files_adds_exactly_their_lines(
+    directory: Path, daily: DailyLog, archived: str, live: str, expected: list[str]
+) -> None:
+    write(directory / "archive" / "2026-04-11.md", archived)
+    write(directory / "2026-04-11.md", live)
+    daily.archive(DAY)
+    assert (directory / "archive" / "2026-04-11.md").read_text() == "".join(
+        f"{line}\n" for line in expected
+    )
+    assert leftovers(directory) == []
+
+
+def test_a_claim_tells_its_lines_where_they_go_and_whether_it_was_left_over(
+    directory: Path, daily: DailyLog, crash_at: CrashAt
+) -> None:
+    write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    crash_at(2, steps=("fsync",), after=True)  # claimed, then the power went
+    with pytest.raises(Crash):
+        daily.archive(DAY)
+    crash_at(0)
+    daily.append(DAY, "late")
+    assert daily.claim(DAY) == Claim(DAY, ["l1", "l2", "l3"], offset=2, leftover=True)
+    daily.merge(DAY)
+    assert daily.claim(DAY) == Claim(DAY, ["late"], offset=5, leftover=False)
 
 
 # -- crashes: a power cut at any step loses nothing that was acknowledged -----------------
@@ -353,6 +449,34 @@ def test_a_day_appended_to_after_an_interrupted_archive_keeps_its_order(
     assert daily.read(DAY, archived=True) == [*ALL_LINES, "late note"]
 
 
+def test_an_archive_edited_by_hand_during_an_interrupted_merge_loses_no_line(
+    directory: Path, daily: DailyLog, crash_at: CrashAt
+) -> None:
+    """The merge recorded the archive's size, then the power went; before the retry a person
+    adds a line to the archived day. Nothing an interrupted run explains: every line is
+    kept (the claim's may repeat), and the log says so."""
+    archive = write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    # Claimed (two fsyncs), the record written (one) and in place, durably (the fourth).
+    crash_at(4, steps=("fsync",), after=True)
+    with pytest.raises(Crash):
+        daily.archive(DAY)
+    crash_at(0)
+    with archive.open("a") as file:
+        file.write("added by hand\n")
+    with structlog.testing.capture_logs() as logs:
+        daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == [*ARCHIVED.split(), "added by hand", "l1", "l2", "l3"]
+    assert leftovers(directory) == []
+    assert logs == [
+        {
+            "event": "daily archive changed during a merge",
+            "day": "2026-04-11",
+            "log_level": "warning",
+        }
+    ]
+
+
 # -- concurrency: appends, claims and merges never interleave ----------------------------
 
 # How long a thread may take to get where the test sends it: a bound against hanging, not
@@ -528,6 +652,7 @@ def test_evidence_finds_lines_live_or_archived(directory: Path, daily: DailyLog)
         "2026-04-11", "cooked vegetables\nslept", (2, 3)
     )
     assert daily.evidence("2026-04-10.md", (4, 4)) == DailyHit("2026-04-10", "d", (4, 4))
+    assert daily.evidence("2026-04-10.md", (1, 1)) == DailyHit("2026-04-10", "a", (1, 1))
     assert daily.evidence("2026-04-10.md", (4, 5)) is None
     assert daily.evidence("2026-04-10.md", (0, 1)) is None
     assert daily.evidence("2026-04-09.md", (1, 1)) is None
@@ -535,8 +660,11 @@ def test_evidence_finds_lines_live_or_archived(directory: Path, daily: DailyLog)
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "2026-04-11", "2026-02-30.md", "x.md"])
 def test_evidence_refuses_a_file_that_is_not_a_day(daily: DailyLog, name: str) -> None:
-    with pytest.raises(InvalidDay):
+    with pytest.raises(InvalidDay) as refused:
         daily.evidence(name, (1, 1))
+    shown = name.removesuffix(".md") if name.endswith(".md") else name
+    assert repr(shown) in str(refused.value)
+    assert "YYYY-MM-DD" in str(refused.value)
 
 
 # -- search ------------------------------------------------------------------------------
@@ -633,3 +761,71 @@ def test_a_year_of_daily_files_fills_every_page(directory: Path, daily: DailyLog
         write(folder / f"{day.isoformat()}.md", "\n".join(lines) + "\n")
     for query in ["coffee", "user.food.vegetables", "sleep focus walk", "meeting about lunch"]:
         assert len(daily.search(query, since=None, limit=10)) == 10
+
+
+def test_a_line_that_says_more_is_not_less_about_what_it_says(
+    directory: Path, daily: DailyLog
+) -> None:
+    """Lines are discounted for their length less than documents are: a long line that
+    names the thing three times outranks a one-word line (it would not with the usual
+    document setting)."""
+    long = "tea at noon, tea at four, and tea again after dinner with the whole family around"
+    filler = [f"filler line number {n} about nothing" for n in range(20)]
+    write(directory / "2026-04-11.md", "\n".join(["tea", "x", long, "y", *filler]) + "\n")
+    assert [hit.line_range for hit in daily.search("tea", since=None, limit=10)] == [
+        (3, 3),
+        (1, 1),
+    ]
+
+
+def test_between_equal_lines_the_newer_day_comes_first(directory: Path, daily: DailyLog) -> None:
+    write(directory / "archive" / "2026-04-09.md", "green tea\n")
+    write(directory / "2026-04-11.md", "green tea\n")
+    write(directory / "archive" / "2026-04-10.md", "green tea\n")
+    daily.prepare_search()
+    assert [hit.date for hit in daily.search("tea", since=None, limit=10)] == [
+        "2026-04-11",
+        "2026-04-10",
+        "2026-04-09",
+    ]
+
+
+def test_a_line_borrows_a_share_of_its_neighbours_scores() -> None:
+    other = DAY - timedelta(days=1)
+    raw = {
+        (DAY, False, 1): 1.0,
+        (DAY, False, 2): 2.0,
+        (DAY, False, 3): 4.0,
+        (DAY, False, 5): 8.0,  # line 4 does not match
+        (DAY, True, 4): 16.0,  # the archived file is another file
+        (other, False, 4): 32.0,  # and so is another day
+    }
+    assert _with_neighbours(raw) == pytest.approx(
+        {
+            (DAY, False, 1): 1.0 + 0.4 * 2.0,
+            (DAY, False, 2): 2.0 + 0.4 * (1.0 + 4.0),
+            (DAY, False, 3): 4.0 + 0.4 * 2.0,
+            (DAY, False, 5): 8.0,
+            (DAY, True, 4): 16.0,
+            (other, False, 4): 32.0,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("ranked", "limit", "spans"),
+    [
+        # A line joins the hit that starts right after it.
+        ([5, 4], 5, [(4, 5, 0)]),
+        # A line between two hits makes them one, ranked by the better, and frees a place.
+        ([1, 3, 2, 7, 9], 2, [(1, 3, 0), (7, 7, 3)]),
+        ([3, 1, 2, 5], 2, [(1, 3, 0), (5, 5, 3)]),
+        # Full: the next line that would open a hit ends the taking.
+        ([1, 5, 9, 2], 2, [(1, 1, 0), (5, 5, 1)]),
+    ],
+)
+def test_taken_lines_form_hits_in_rank_order(
+    ranked: list[int], limit: int, spans: list[tuple[int, int, int]]
+) -> None:
+    taken = _spans([(DAY, False, number) for number in ranked], limit)
+    assert [(span.start, span.end, span.rank) for span in taken] == spans
