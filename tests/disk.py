@@ -45,7 +45,7 @@ class _EntryChange:
 
 class Disk:
     """The file system under ``root``, as a power cut would leave it. Call :meth:`install`
-    before the code under test runs, :meth:`settled` once the test's own setup is written."""
+    before the code under test runs, :meth:`settle` once the test's own setup is written."""
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -65,7 +65,7 @@ class Disk:
 
     # -- what a test uses ----------------------------------------------------------------
 
-    def settled(self) -> None:
+    def settle(self) -> None:
         """Take everything on the disk now as durable (what a test wrote to set up)."""
         self._durable.clear()
         self._entries.clear()
@@ -81,7 +81,7 @@ class Disk:
         happens, or with ``after`` right after it. Everything before arming counts as
         durable. ``crash_at(0)`` disarms and brings the disk back up."""
         if step:
-            self.settled()
+            self.settle()
         self._countdown, self._crash_steps, self._crash_after = step, steps, after
         self.down = False
 
@@ -98,7 +98,7 @@ class Disk:
                     path.write_bytes(data)
         finally:
             self._undoing = False
-        self.settled()
+        self.settle()
         self.down = True
 
     # -- the watched calls ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The daily log: strict day names, durable appends, archives that never lose or repeat a
-line (whatever crashes), and ranked search with adjacent lines merged."""
+line (whatever crashes or interleaves), and ranked search with adjacent lines merged."""
 
 from __future__ import annotations
 
@@ -242,21 +242,6 @@ def test_archive_with_empty_files_adds_exactly_their_lines(
     assert leftovers(directory) == []
 
 
-def test_a_claim_tells_its_lines_where_they_go_and_whether_it_was_left_over(
-    directory: Path, daily: DailyLog, crash_at: CrashAt
-) -> None:
-    write(directory / "archive" / "2026-04-11.md", ARCHIVED)
-    write(directory / "2026-04-11.md", LIVE)
-    crash_at(2, steps=("fsync",), after=True)  # claimed, then the power went
-    with pytest.raises(Crash):
-        daily.archive(DAY)
-    crash_at(0)
-    daily.append(DAY, "late")
-    assert daily.claim(DAY) == Claim(DAY, ["l1", "l2", "l3"], offset=2, leftover=True)
-    daily.merge(DAY)
-    assert daily.claim(DAY) == Claim(DAY, ["late"], offset=5, leftover=False)
-
-
 # -- crashes: a power cut at any step loses nothing that was acknowledged -----------------
 
 
@@ -355,7 +340,7 @@ def test_an_archive_that_returned_survives_a_power_cut(
     if archived_before:
         write(directory / "archive" / "2026-04-11.md", ARCHIVED)
     write(directory / "2026-04-11.md", LIVE)
-    disk.settled()
+    disk.settle()
     daily.archive(DAY)
     disk.power_cut()
     disk.crash_at(0)
@@ -447,6 +432,21 @@ def test_a_day_appended_to_after_an_interrupted_archive_keeps_its_order(
     assert daily.position(DAY) == 6  # the interrupted lines are still there, before it
     daily.archive(DAY)
     assert daily.read(DAY, archived=True) == [*ALL_LINES, "late note"]
+
+
+def test_a_claim_tells_its_lines_where_they_go_and_whether_it_was_left_over(
+    directory: Path, daily: DailyLog, crash_at: CrashAt
+) -> None:
+    write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    crash_at(2, steps=("fsync",), after=True)  # claimed, then the power went
+    with pytest.raises(Crash):
+        daily.archive(DAY)
+    crash_at(0)
+    daily.append(DAY, "late")
+    assert daily.claim(DAY) == Claim(DAY, ["l1", "l2", "l3"], offset=2, leftover=True)
+    daily.merge(DAY)
+    assert daily.claim(DAY) == Claim(DAY, ["late"], offset=5, leftover=False)
 
 
 def test_an_archive_edited_by_hand_during_an_interrupted_merge_loses_no_line(
