@@ -820,6 +820,7 @@ def test_a_line_borrows_a_share_of_its_neighbours_scores() -> None:
         # A line between two hits makes them one, ranked by the better, and frees a place.
         ([1, 3, 2, 7, 9], 2, [(1, 3, 0), (7, 7, 3)]),
         ([3, 1, 2, 5], 2, [(1, 3, 0), (5, 5, 3)]),
+        ([1, 3, 5, 2, 9, 11], 3, [(1, 3, 0), (5, 5, 2), (9, 9, 4)]),
         # Full: the next line that would open a hit ends the taking.
         ([1, 5, 9, 2], 2, [(1, 1, 0), (5, 5, 1)]),
     ],

@@ -189,6 +189,27 @@ def test_archiving_never_writes_through_a_planted_symlink(
     ), "nothing created outside"
 
 
+def test_a_claim_whose_file_is_deleted_under_it_says_so(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone deletes the claimed file between the daemon's move and its read."""
+    (directory / NAME).write_text("a line\n")
+    move = Folder.move
+
+    def move_then_lose(folder: Folder, name: str, to: Folder, new_name: str) -> None:
+        move(folder, name, to, new_name)
+        (to.path / new_name).unlink()
+
+    monkeypatch.setattr(Folder, "move", move_then_lose)
+    with pytest.raises(RefusedFile) as refused:
+        DailyLog(directory).claim(DAY)
+    assert refusal(refused.value) == (
+        0,
+        "refused: the claim vanished",
+        str(directory / "archive"),
+    )
+
+
 def test_a_symlink_planted_while_the_merge_record_is_written_is_not_written_through(
     directory: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,7 +345,18 @@ def open_umask() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("open_umask")
-def test_what_the_daemon_creates_is_private_whatever_the_umask(tmp_path: Path) -> None:
+def test_what_the_daemon_creates_is_private_whatever_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The mode each file and directory had when it was made, before the daemon set it.
+    born: list[int] = []
+    fchmod = os.fchmod
+
+    def remember(fd: int, mode: int) -> None:
+        born.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", remember)
     directory = tmp_path / "memory" / "daily"
     daily = DailyLog(directory)
     daily.append(DAY, "first")
@@ -341,6 +373,9 @@ def test_what_the_daemon_creates_is_private_whatever_the_umask(tmp_path: Path) -
     assert mode(directory / "archive") == 0o700
     assert mode(directory / "archive" / NAME) == 0o600
     assert mode(directory / "2026-04-12.md") == 0o600
+    # Private from the moment each one existed, not only once its mode was set.
+    assert len(born) >= 6
+    assert [oct(mode) for mode in born if mode & 0o077] == []
 
 
 def test_a_directory_someone_else_creates_first_is_used_as_it_is(
