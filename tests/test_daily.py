@@ -1,8 +1,9 @@
 """The daily log: strict day names, durable appends, archives that never lose or repeat a
-line (whatever crashes), and ranked search with adjacent lines merged."""
+line (whatever crashes or interleaves), and ranked search with adjacent lines merged."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -11,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+from disk import Crash, Disk
 
 from daemon.core.days import InvalidDay, parse_day
-from daemon.files.daily import DailyHit, DailyLog
+from daemon.files import fs
+from daemon.files.daily import Claim, DailyHit, DailyLog, _spans, _with_neighbours
+from daemon.files.fs import Folder
 
 DAY = date(2026, 4, 11)
 
@@ -75,9 +80,25 @@ def test_days_lists_only_files_named_by_a_day(directory: Path, daily: DailyLog) 
         write(directory / name, "x\n")
     write(directory / "archive" / "2026-03-01.md", "x\n")
     write(directory / "archive" / ".2026-03-02.md.incoming", "x\n")
+    (directory / "2026-04-08.md").symlink_to(directory / "2026-04-09.md")
     assert daily.days(archived=False) == [date(2026, 4, 9), date(2026, 4, 10)]
     assert daily.days(archived=True) == [date(2026, 3, 1)]
     assert DailyLog(directory / "missing").days(archived=False) == []
+
+
+def test_unconsolidated_days_are_live_files_and_unmerged_claims(
+    directory: Path, daily: DailyLog
+) -> None:
+    write(directory / "2026-04-10.md", "x\n")
+    write(directory / "2026-04-12.md", "not yet: after the day asked about\n")
+    write(directory / "archive" / "2026-04-01.md", "consolidated\n")
+    write(directory / "archive" / ".2026-04-02.md.incoming", "claimed, not merged\n")
+    # Hidden files that are not claims, however close their names come.
+    for name in [".2026-04-03", ".2026-04-04.md", ".2026-04-05.md.merge", "2026-04-06.md.incoming"]:
+        write(directory / "archive" / name, "x\n")
+    for n in range(20):
+        write(directory / "archive" / f".not-a-day-{n}.md.incoming", "x\n")
+    assert daily.unconsolidated_days(date(2026, 4, 11)) == [date(2026, 4, 2), date(2026, 4, 10)]
 
 
 # -- reading and appending ---------------------------------------------------------------
@@ -105,14 +126,58 @@ def test_append_to_a_file_without_a_final_newline_starts_a_new_line(
 
 @pytest.mark.parametrize("line", ["two\nlines", "carriage\rreturn", "trailing\n"])
 def test_append_refuses_a_line_break(directory: Path, daily: DailyLog, line: str) -> None:
-    with pytest.raises(ValueError, match="line break"):
+    with pytest.raises(ValueError) as refused:
         daily.append(DAY, line)
+    assert str(refused.value) == "a daily line must not contain a line break"
     assert not (directory / "2026-04-11.md").exists()
 
 
 def test_lines_are_numbered_as_an_editor_shows_them(directory: Path, daily: DailyLog) -> None:
     write(directory / "2026-04-11.md", "one\r\ntwo\u2028still two\n\nfour\n")
     assert daily.read(DAY) == ["one", "two\u2028still two", "", "four"]
+
+
+def test_bytes_that_are_not_utf8_read_as_replacement_characters(
+    directory: Path, daily: DailyLog
+) -> None:
+    (directory / "2026-04-11.md").parent.mkdir(parents=True)
+    (directory / "2026-04-11.md").write_bytes(b"caf\xe9 latte\nok\n")
+    assert daily.read(DAY) == ["caf\ufffd latte", "ok"]
+
+
+def test_path_names_the_live_and_the_archived_file(directory: Path, daily: DailyLog) -> None:
+    assert daily.path(DAY) == directory / "2026-04-11.md"
+    assert daily.path(DAY, archived=True) == directory / "archive" / "2026-04-11.md"
+
+
+def test_reading_creates_nothing(directory: Path, daily: DailyLog) -> None:
+    assert daily.read(DAY) is None
+    assert daily.read(DAY, archived=True) is None
+    assert daily.position(DAY) == 0
+    assert not directory.exists()
+    write(directory / "2026-04-10.md", "x\n")
+    assert daily.read(DAY, archived=True) is None
+    assert daily.position(DAY) == 0
+    daily.archive(DAY)  # nothing to archive: no archive folder either
+    assert sorted(p.name for p in directory.iterdir()) == ["2026-04-10.md"]
+
+
+def test_an_append_given_a_position_is_made_once(directory: Path, daily: DailyLog) -> None:
+    """A redelivered note passes the position it saw first: its line is appended unless the
+    day already holds it after that position."""
+    daily.append(DAY, "coffee")
+    seen = daily.position(DAY)
+    assert daily.append(DAY, "coffee", unless_after=seen) is True  # a line before does not count
+    assert daily.append(DAY, "coffee", unless_after=seen) is False  # the retry
+    daily.archive(DAY)
+    assert daily.append(DAY, "coffee", unless_after=seen) is False  # archived since
+    assert daily.append(DAY, "tea", unless_after=seen) is True
+    assert daily.position(DAY) == 3
+    assert [*(daily.read(DAY, archived=True) or []), *(daily.read(DAY) or [])] == [
+        "coffee",
+        "coffee",
+        "tea",
+    ]
 
 
 # -- archiving ---------------------------------------------------------------------------
@@ -157,49 +222,59 @@ def test_archive_without_a_live_file_changes_nothing(directory: Path, daily: Dai
     assert daily.read(DAY, archived=True) == ["kept"]
 
 
-class Crash(Exception):
-    """A simulated power cut."""
+@pytest.mark.parametrize(
+    ("archived", "live", "expected"),
+    [
+        ("", "l1\n", ["l1"]),  # an archived file left empty
+        ("a1\n", "", ["a1"]),  # an empty live file adds nothing
+        ("", "", []),
+    ],
+)
+def test_archive_with_empty_files_adds_exactly_their_lines(
+    directory: Path, daily: DailyLog, archived: str, live: str, expected: list[str]
+) -> None:
+    write(directory / "archive" / "2026-04-11.md", archived)
+    write(directory / "2026-04-11.md", live)
+    daily.archive(DAY)
+    assert (directory / "archive" / "2026-04-11.md").read_text() == "".join(
+        f"{line}\n" for line in expected
+    )
+    assert leftovers(directory) == []
 
 
-STEPS = ("rename", "replace", "unlink", "fsync")
+# -- crashes: a power cut at any step loses nothing that was acknowledged -----------------
+
+
+@pytest.fixture
+def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Disk:
+    disk = Disk(tmp_path)
+    disk.install(monkeypatch)
+    return disk
+
+
 CrashAt = Callable[..., None]
 
 
 @pytest.fixture
-def crash_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[CrashAt]:
-    """``crash_at(n)`` makes the n-th file-system step from now on (a rename, replace,
-    unlink or fsync; or only those named in ``steps``) fail before it happens: the disk is
-    left as a crash between two steps would leave it. ``crash_at(0)`` disarms."""
-    originals = {name: getattr(os, name) for name in STEPS}
-    armed: dict[str, Any] = {"remaining": 0, "steps": STEPS}
-
-    def arm(step: int, *, steps: tuple[str, ...] = STEPS) -> None:
-        armed.update(remaining=step, steps=steps)
-
-    def wrap(name: str) -> Callable[..., Any]:
-        def step(*args: Any, **kwargs: Any) -> Any:
-            if armed["remaining"] > 0 and name in armed["steps"]:
-                armed["remaining"] -= 1
-                if armed["remaining"] == 0:
-                    raise Crash(name)
-            return originals[name](*args, **kwargs)
-
-        return step
-
-    for name in STEPS:
-        monkeypatch.setattr(os, name, wrap(name))
-    yield arm
-    arm(0)
+def crash_at(disk: Disk) -> Iterator[CrashAt]:
+    """``crash_at(n)`` cuts the power at the n-th file-system step from now on (a rename,
+    replace, unlink or fsync; or only those named in ``steps``): before it happens, or with
+    ``after=True`` right after it. Whatever was not fsynced by then is undone, as after a
+    real power cut. ``crash_at(0)`` disarms and brings the disk back."""
+    yield disk.crash_at
+    disk.crash_at(0)
 
 
 ARCHIVED = "a1\na2\n"
 LIVE = "l1\nl2\nl3\n"
 ALL_LINES = ["a1", "a2", "l1", "l2", "l3"]
+WHEN = pytest.mark.parametrize("after", [False, True], ids=["before-a-step", "after-a-step"])
 
 
+@WHEN
 @pytest.mark.parametrize("archived_before", [True, False], ids=["into-archive", "fresh"])
 def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
-    tmp_path: Path, crash_at: CrashAt, archived_before: bool
+    tmp_path: Path, crash_at: CrashAt, archived_before: bool, after: bool
 ) -> None:
     expected = ALL_LINES if archived_before else ALL_LINES[2:]
     crashes = 0
@@ -209,7 +284,7 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
             write(directory / "archive" / "2026-04-11.md", ARCHIVED)
         write(directory / "2026-04-11.md", LIVE)
         daily = DailyLog(directory)
-        crash_at(step)
+        crash_at(step, after=after)
         try:
             daily.archive(DAY)
         except Crash:
@@ -219,7 +294,7 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
         finally:
             crash_at(0)
         # Each line is still live or (on its way into the) archive, exactly once ...
-        assert daily.position(DAY) == len(expected)
+        assert daily.position(DAY) == len(expected), f"crash at step {step}"
         # ... and after a retry (or two), each is in the archive once.
         daily.archive(DAY)
         daily.archive(DAY)
@@ -228,6 +303,90 @@ def test_archive_retried_after_a_crash_at_any_step_keeps_every_line_once(
         assert leftovers(directory) == []
     # The loop stops at the first run no crash interrupted, so every step before it crashed.
     assert crashes >= (8 if archived_before else 3)
+
+
+@WHEN
+def test_a_power_cut_loses_no_acknowledged_append(
+    tmp_path: Path, crash_at: CrashAt, after: bool
+) -> None:
+    """Every append that returned is still there after a power cut at any step, whole; the
+    one the cut interrupted is there whole or not at all."""
+    lines = ["first", "second", "third"]
+    crashes = 0
+    for step in range(1, 100):
+        daily = DailyLog(tmp_path / f"run-{step}" / "daily")
+        acknowledged: list[str] = []
+        crash_at(step, after=after)
+        try:
+            for line in lines:
+                daily.append(DAY, line)
+                acknowledged.append(line)
+        except Crash:
+            crashes += 1
+        finally:
+            crash_at(0)
+        kept = daily.read(DAY) or []
+        assert kept in (acknowledged, lines[: len(acknowledged) + 1]), f"crash at step {step}"
+        if acknowledged == lines:
+            break
+    # Making the directories, creating the file, and one fsync per line: each crashed once.
+    assert crashes >= 6
+
+
+@pytest.mark.parametrize("archived_before", [True, False], ids=["into-archive", "fresh"])
+def test_an_archive_that_returned_survives_a_power_cut(
+    directory: Path, daily: DailyLog, disk: Disk, archived_before: bool
+) -> None:
+    if archived_before:
+        write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    disk.settle()
+    daily.archive(DAY)
+    disk.power_cut()
+    disk.crash_at(0)
+    assert daily.read(DAY, archived=True) == (ALL_LINES if archived_before else ALL_LINES[2:])
+    assert daily.read(DAY) is None
+    assert leftovers(directory) == []
+
+
+def test_every_append_claim_and_merge_is_fsynced_before_it_returns(
+    daily: DailyLog, disk: Disk
+) -> None:
+    """The fsync spy: once a call returns, no byte it wrote and no file it created, renamed
+    or removed is waiting for an fsync."""
+    daily.append(DAY, "first")  # creates the directory and the file
+    assert disk.unsynced() == []
+    daily.append(DAY, "second")
+    assert disk.unsynced() == []
+    assert daily.claim(DAY) is not None  # creates the archive, moves the file into it
+    assert disk.unsynced() == []
+    daily.merge(DAY)  # into a day not archived yet
+    assert disk.unsynced() == []
+    daily.append(DAY, "third")
+    assert daily.claim(DAY) is not None
+    daily.merge(DAY)  # into an archived day: a record, an append, two removals
+    assert disk.unsynced() == []
+    assert daily.read(DAY, archived=True) == ["first", "second", "third"]
+
+
+def test_an_append_that_fails_halfway_is_cut_back_durably(
+    directory: Path, daily: DailyLog, disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails halfway (a full disk) leaves the file as it was, and that is on
+    the disk when the error reaches the caller: no half line reappears after a power cut."""
+    daily.append(DAY, "before")
+
+    def full_disk(fd: int, data: bytes) -> None:
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fs, "_write_all", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        daily.append(DAY, "a line the disk has no room for")
+    assert disk.unsynced() == []
+    disk.power_cut()
+    disk.crash_at(0)
+    assert daily.read(DAY) == ["before"]
 
 
 def test_an_append_cut_short_by_a_crash_is_completed_not_repeated(
@@ -263,14 +422,200 @@ def test_a_day_appended_to_after_an_interrupted_archive_keeps_its_order(
     daily = DailyLog(directory)
     write(directory / "archive" / "2026-04-11.md", ARCHIVED)
     write(directory / "2026-04-11.md", LIVE)
-    crash_at(1, steps=("fsync",))  # the live file was just moved out of the way
+    # The live file was just moved out of the way (both directories synced), not yet read.
+    crash_at(2, steps=("fsync",), after=True)
     with pytest.raises(Crash):
         daily.archive(DAY)
     crash_at(0)
+    assert daily.read(DAY) is None
     daily.append(DAY, "late note")
     assert daily.position(DAY) == 6  # the interrupted lines are still there, before it
     daily.archive(DAY)
     assert daily.read(DAY, archived=True) == [*ALL_LINES, "late note"]
+
+
+def test_a_claim_tells_its_lines_where_they_go_and_whether_it_was_left_over(
+    directory: Path, daily: DailyLog, crash_at: CrashAt
+) -> None:
+    write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    crash_at(2, steps=("fsync",), after=True)  # claimed, then the power went
+    with pytest.raises(Crash):
+        daily.archive(DAY)
+    crash_at(0)
+    daily.append(DAY, "late")
+    assert daily.claim(DAY) == Claim(DAY, ["l1", "l2", "l3"], offset=2, leftover=True)
+    daily.merge(DAY)
+    assert daily.claim(DAY) == Claim(DAY, ["late"], offset=5, leftover=False)
+
+
+def test_an_archive_edited_by_hand_during_an_interrupted_merge_loses_no_line(
+    directory: Path, daily: DailyLog, crash_at: CrashAt
+) -> None:
+    """The merge recorded the archive's size, then the power went; before the retry a person
+    adds a line to the archived day. Nothing an interrupted run explains: every line is
+    kept (the claim's may repeat), and the log says so."""
+    archive = write(directory / "archive" / "2026-04-11.md", ARCHIVED)
+    write(directory / "2026-04-11.md", LIVE)
+    # Claimed (two fsyncs), the record written (one) and in place, durably (the fourth).
+    crash_at(4, steps=("fsync",), after=True)
+    with pytest.raises(Crash):
+        daily.archive(DAY)
+    crash_at(0)
+    with archive.open("a") as file:
+        file.write("added by hand\n")
+    with structlog.testing.capture_logs() as logs:
+        daily.archive(DAY)
+    assert daily.read(DAY, archived=True) == [*ARCHIVED.split(), "added by hand", "l1", "l2", "l3"]
+    assert leftovers(directory) == []
+    assert logs == [
+        {
+            "event": "daily archive changed during a merge",
+            "day": "2026-04-11",
+            "log_level": "warning",
+        }
+    ]
+
+
+# -- concurrency: appends, claims and merges never interleave ----------------------------
+
+# How long a thread may take to get where the test sends it: a bound against hanging, not
+# a measure of speed (a correct run waits for no timeout).
+PATIENCE = 30.0
+
+
+class ReportingLock:
+    """The log's lock, telling the test when a thread has to wait for it."""
+
+    def __init__(self, lock: Any, waiting: threading.Event) -> None:
+        self._lock, self._waiting = lock, waiting
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self._waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+def interleave(
+    monkeypatch: pytest.MonkeyPatch,
+    daily: DailyLog,
+    owner: object,
+    name: str,
+    meanwhile: Callable[[], None],
+) -> Callable[[], None]:
+    """At the next call of ``owner.name``, first run ``meanwhile`` on another thread until
+    it has finished or has to wait for the log's lock: the interleaving a missing lock
+    allows, forced rather than hoped for. Returns a function that waits for that thread and
+    raises what it raised."""
+    settled = threading.Event()
+    monkeypatch.setattr(daily, "_lock", ReportingLock(daily._lock, settled))
+    original = getattr(owner, name)
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def other() -> None:
+        try:
+            meanwhile()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            settled.set()
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        if not threads:
+            threads.append(threading.Thread(target=other))
+            threads[0].start()
+            assert settled.wait(PATIENCE), "the other thread neither finished nor waited"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, step)
+
+    def finish() -> None:
+        assert threads, "the step to interleave at never came"
+        threads[0].join(PATIENCE)
+        assert not threads[0].is_alive(), "the other thread never finished"
+        if errors:
+            raise errors[0]
+
+    return finish
+
+
+def consolidate(daily: DailyLog) -> list[str]:
+    """Finish what is pending, then claim and merge until nothing is left, as consolidation
+    does; the lines claimed."""
+    claimed = []
+    daily.merge(DAY)
+    while (claim := daily.claim(DAY)) is not None:
+        claimed += claim.lines
+        daily.merge(DAY)
+    return claimed
+
+
+def test_a_line_appended_while_the_day_is_claimed_is_claimed_once(
+    directory: Path, daily: DailyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append has opened the live file when a consolidation claims the day. Its line
+    must be in that claim, or left for the next one; written into the claimed file after
+    the claim read it, it would be archived without ever being consolidated."""
+    write(directory / "2026-04-11.md", "l1\n")
+    claimed: list[str] = []
+
+    def claim() -> None:
+        taken = daily.claim(DAY)
+        assert taken is not None
+        claimed.extend(taken.lines)
+
+    finish = interleave(monkeypatch, daily, fs, "_write_all", claim)
+    daily.append(DAY, "late")  # between opening the file and writing to it: the claim
+    finish()
+    assert claimed + consolidate(daily) == ["l1", "late"]
+    assert daily.read(DAY, archived=True) == ["l1", "late"]
+
+
+def test_two_claims_at_once_lose_no_line(
+    directory: Path, daily: DailyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim has found the live file and is about to move it away when another claim
+    takes the day and a new line starts a new live file. The first must not move that new
+    file over what the other one claimed."""
+    write(directory / "2026-04-11.md", "l1\nl2\n")
+
+    def claim_then_append() -> None:
+        assert daily.claim(DAY) is not None
+        daily.append(DAY, "late")
+
+    finish = interleave(monkeypatch, daily, Folder, "move", claim_then_append)
+    first = daily.claim(DAY)  # between looking at the live file and moving it: the other
+    finish()
+    assert first is not None and first.lines == ["l1", "l2"]
+    consolidate(daily)
+    assert daily.read(DAY, archived=True) == ["l1", "l2", "late"]
+    assert leftovers(directory) == []
+
+
+def test_two_merges_at_once_lose_no_line(
+    directory: Path, daily: DailyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge has found the day not archived yet and is about to move its claim into
+    place when another merge does it first and a new claim takes the next live file. The
+    first must not move that claim over the archived day."""
+    write(directory / "2026-04-11.md", "l1\n")
+    assert daily.claim(DAY) is not None
+    daily.append(DAY, "late")
+
+    def merge_then_claim() -> None:
+        daily.merge(DAY)
+        assert daily.claim(DAY) is not None
+
+    finish = interleave(monkeypatch, daily, Folder, "move", merge_then_claim)
+    daily.merge(DAY)  # between finding no archived day and moving the claim: the other
+    finish()
+    consolidate(daily)
+    assert daily.read(DAY, archived=True) == ["l1", "late"]
+    assert leftovers(directory) == []
 
 
 def test_concurrent_appends_and_archives_lose_nothing(directory: Path, daily: DailyLog) -> None:
@@ -307,6 +652,7 @@ def test_evidence_finds_lines_live_or_archived(directory: Path, daily: DailyLog)
         "2026-04-11", "cooked vegetables\nslept", (2, 3)
     )
     assert daily.evidence("2026-04-10.md", (4, 4)) == DailyHit("2026-04-10", "d", (4, 4))
+    assert daily.evidence("2026-04-10.md", (1, 1)) == DailyHit("2026-04-10", "a", (1, 1))
     assert daily.evidence("2026-04-10.md", (4, 5)) is None
     assert daily.evidence("2026-04-10.md", (0, 1)) is None
     assert daily.evidence("2026-04-09.md", (1, 1)) is None
@@ -314,8 +660,11 @@ def test_evidence_finds_lines_live_or_archived(directory: Path, daily: DailyLog)
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "2026-04-11", "2026-02-30.md", "x.md"])
 def test_evidence_refuses_a_file_that_is_not_a_day(daily: DailyLog, name: str) -> None:
-    with pytest.raises(InvalidDay):
+    with pytest.raises(InvalidDay) as refused:
         daily.evidence(name, (1, 1))
+    shown = name.removesuffix(".md") if name.endswith(".md") else name
+    assert repr(shown) in str(refused.value)
+    assert "YYYY-MM-DD" in str(refused.value)
 
 
 # -- search ------------------------------------------------------------------------------
@@ -412,3 +761,72 @@ def test_a_year_of_daily_files_fills_every_page(directory: Path, daily: DailyLog
         write(folder / f"{day.isoformat()}.md", "\n".join(lines) + "\n")
     for query in ["coffee", "user.food.vegetables", "sleep focus walk", "meeting about lunch"]:
         assert len(daily.search(query, since=None, limit=10)) == 10
+
+
+def test_a_line_that_says_more_is_not_less_about_what_it_says(
+    directory: Path, daily: DailyLog
+) -> None:
+    """Lines are discounted for their length less than documents are: a long line that
+    names the thing three times outranks a one-word line (it would not with the usual
+    document setting)."""
+    long = "tea at noon, tea at four, and tea again after dinner with the whole family around"
+    filler = [f"filler line number {n} about nothing" for n in range(20)]
+    write(directory / "2026-04-11.md", "\n".join(["tea", "x", long, "y", *filler]) + "\n")
+    assert [hit.line_range for hit in daily.search("tea", since=None, limit=10)] == [
+        (3, 3),
+        (1, 1),
+    ]
+
+
+def test_between_equal_lines_the_newer_day_comes_first(directory: Path, daily: DailyLog) -> None:
+    write(directory / "archive" / "2026-04-09.md", "green tea\n")
+    write(directory / "2026-04-11.md", "green tea\n")
+    write(directory / "archive" / "2026-04-10.md", "green tea\n")
+    daily.prepare_search()
+    assert [hit.date for hit in daily.search("tea", since=None, limit=10)] == [
+        "2026-04-11",
+        "2026-04-10",
+        "2026-04-09",
+    ]
+
+
+def test_a_line_borrows_a_share_of_its_neighbours_scores() -> None:
+    other = DAY - timedelta(days=1)
+    raw = {
+        (DAY, False, 1): 1.0,
+        (DAY, False, 2): 2.0,
+        (DAY, False, 3): 4.0,
+        (DAY, False, 5): 8.0,  # line 4 does not match
+        (DAY, True, 4): 16.0,  # the archived file is another file
+        (other, False, 4): 32.0,  # and so is another day
+    }
+    assert _with_neighbours(raw) == pytest.approx(
+        {
+            (DAY, False, 1): 1.0 + 0.4 * 2.0,
+            (DAY, False, 2): 2.0 + 0.4 * (1.0 + 4.0),
+            (DAY, False, 3): 4.0 + 0.4 * 2.0,
+            (DAY, False, 5): 8.0,
+            (DAY, True, 4): 16.0,
+            (other, False, 4): 32.0,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("ranked", "limit", "spans"),
+    [
+        # A line joins the hit that starts right after it.
+        ([5, 4], 5, [(4, 5, 0)]),
+        # A line between two hits makes them one, ranked by the better, and frees a place.
+        ([1, 3, 2, 7, 9], 2, [(1, 3, 0), (7, 7, 3)]),
+        ([3, 1, 2, 5], 2, [(1, 3, 0), (5, 5, 3)]),
+        ([1, 3, 5, 2, 9, 11], 3, [(1, 3, 0), (5, 5, 2), (9, 9, 4)]),
+        # Full: the next line that would open a hit ends the taking.
+        ([1, 5, 9, 2], 2, [(1, 1, 0), (5, 5, 1)]),
+    ],
+)
+def test_taken_lines_form_hits_in_rank_order(
+    ranked: list[int], limit: int, spans: list[tuple[int, int, int]]
+) -> None:
+    taken = _spans([(DAY, False, number) for number in ranked], limit)
+    assert [(span.start, span.end, span.rank) for span in taken] == spans

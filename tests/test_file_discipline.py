@@ -8,6 +8,7 @@ outside the daily directory, no line cut in half, no file readable by other user
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -17,11 +18,13 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 
 from daemon.files.daily import DailyLog
-from daemon.files.fs import RefusedFile, read_regular
+from daemon.files.fs import Folder, RefusedFile, read_regular
 
 DAY = date(2026, 4, 11)
 NAME = "2026-04-11.md"
@@ -66,11 +69,18 @@ def finishes(work: Callable[[], object]) -> object:
 # -- symlinks and hard links (finding 5) ---------------------------------------------------
 
 
+def refusal(exc: BaseException) -> tuple[object, object, object]:
+    """What a refusal tells the person who reads it: why (its errno and words) and where."""
+    assert isinstance(exc, RefusedFile)
+    return exc.errno, exc.strerror, exc.filename
+
+
 def test_an_append_never_follows_a_symlinked_daily_file(directory: Path, outside: Path) -> None:
     before = hashes(outside)
     (directory / NAME).symlink_to(outside / "SOUL.md")
-    with pytest.raises(RefusedFile, match="symlink"):
+    with pytest.raises(RefusedFile) as refused:
         DailyLog(directory).append(DAY, "a note")
+    assert refusal(refused.value) == (errno.ELOOP, "refused: a symlink", str(directory / NAME))
     assert hashes(outside) == before
 
 
@@ -86,9 +96,47 @@ def test_an_append_never_writes_a_file_hard_linked_elsewhere(
 ) -> None:
     before = hashes(outside)
     os.link(outside / "SOUL.md", directory / NAME)
-    with pytest.raises(RefusedFile, match="hard link"):
+    with pytest.raises(RefusedFile) as refused:
         DailyLog(directory).append(DAY, "a note")
+    assert refusal(refused.value) == (
+        errno.EMLINK,
+        "refused: a daily file with more than one hard link",
+        str(directory / NAME),
+    )
     assert hashes(outside) == before
+
+
+def test_an_append_to_a_directory_named_like_the_day_is_refused(directory: Path) -> None:
+    (directory / NAME).mkdir()
+    with pytest.raises(RefusedFile) as refused:
+        DailyLog(directory).append(DAY, "a note")
+    assert refusal(refused.value) == (
+        errno.EISDIR,
+        "refused: not a regular file or directory",
+        str(directory / NAME),
+    )
+
+
+def test_a_claim_refuses_a_symlinked_daily_file_and_leaves_it_where_it_is(
+    directory: Path, outside: Path
+) -> None:
+    (directory / NAME).symlink_to(outside / "SOUL.md")
+    with pytest.raises(RefusedFile) as refused:
+        DailyLog(directory).claim(DAY)
+    assert refusal(refused.value) == (0, "refused: not a regular file", str(directory / NAME))
+    assert (directory / NAME).is_symlink()
+    assert list((directory / "archive").iterdir()) == []
+
+
+def test_a_merge_refuses_a_claim_that_is_not_a_regular_file(directory: Path, outside: Path) -> None:
+    plant_staging(directory, outside)
+    before = hashes(outside)
+    with pytest.raises(RefusedFile) as refused:
+        DailyLog(directory).merge(DAY)
+    staging = directory / "archive" / f".{NAME}.incoming"
+    assert refusal(refused.value) == (0, "refused: not a regular file", str(staging))
+    assert hashes(outside) == before
+    assert (directory / "archive" / NAME).read_text() == "archived\n"
 
 
 def plant_archive_target(directory: Path, outside: Path) -> None:
@@ -141,20 +189,124 @@ def test_archiving_never_writes_through_a_planted_symlink(
     ), "nothing created outside"
 
 
+def test_a_claim_whose_file_is_deleted_under_it_says_so(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone deletes the claimed file between the daemon's move and its read."""
+    (directory / NAME).write_text("a line\n")
+    move = Folder.move
+
+    def move_then_lose(folder: Folder, name: str, to: Folder, new_name: str) -> None:
+        move(folder, name, to, new_name)
+        (to.path / new_name).unlink()
+
+    monkeypatch.setattr(Folder, "move", move_then_lose)
+    with pytest.raises(RefusedFile) as refused:
+        DailyLog(directory).claim(DAY)
+    assert refusal(refused.value) == (
+        0,
+        "refused: the claim vanished",
+        str(directory / "archive"),
+    )
+
+
+def test_a_symlink_planted_while_the_merge_record_is_written_is_not_written_through(
+    directory: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone plants a symlink at the record's temporary name right after the daemon
+    cleared it: the file is created exclusively, never opened through the link."""
+    (directory / "archive" / NAME).write_text("archived\n")
+    daily = DailyLog(directory)
+    daily.append(DAY, "a line of today")
+    clear = Folder.remove
+
+    def clear_then_plant(folder: Folder, name: str) -> None:
+        clear(folder, name)
+        if name.endswith(".tmp"):
+            (folder.path / name).symlink_to(outside / "SOUL.md")
+
+    monkeypatch.setattr(Folder, "remove", clear_then_plant)
+    before = hashes(outside)
+    with pytest.raises(FileExistsError):
+        daily.archive(DAY)
+    assert hashes(outside) == before
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def test_reading_follows_a_symlink_unless_told_not_to(tmp_path: Path, outside: Path) -> None:
+    """Substrate files may be symlinks a person made (to a dotfiles checkout, say); the
+    daily layer reads its own files without following one."""
+    link = tmp_path / "SOUL.md"
+    link.symlink_to(outside / "SOUL.md")
+    assert read_regular(link) == (outside / "SOUL.md").read_bytes()
+    with pytest.raises(RefusedFile) as refused:
+        read_regular(link, follow_symlinks=False)
+    assert refusal(refused.value) == (errno.ELOOP, "refused: a symlink", str(link))
+
+
+def test_a_file_larger_than_one_read_comes_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "big.md"
+    data = b"".join(f"line {n:07d}\n".encode() for n in range(300_000))  # 3.6 MB
+    path.write_bytes(data)
+    assert read_regular(path) == data
+
+
+def test_each_file_skipped_is_named_once_in_the_log_with_the_reason(
+    directory: Path, outside: Path
+) -> None:
+    os.mkfifo(directory / NAME)
+    (directory / "2026-04-10.md").symlink_to(outside / "SOUL.md")
+    (directory / "archive").rmdir()
+    (directory / "archive").symlink_to(outside)
+
+    def skipped(path: Path, reason: str) -> dict[str, str]:
+        return {
+            "event": "daily file skipped",
+            "path": str(path),
+            "reason": reason,
+            "log_level": "warning",
+        }
+
+    daily = DailyLog(directory)
+    with structlog.testing.capture_logs() as logs:
+        assert daily.search("soul", since=None, limit=10) == []
+        assert daily.search("soul", since=None, limit=10) == []  # nothing new to say
+    assert sorted(logs, key=str) == sorted(
+        [
+            skipped(directory / "archive", "refused: a symlink"),
+            skipped(directory / NAME, "refused: not a regular file"),
+            skipped(directory / "2026-04-10.md", "refused: not a regular file"),
+        ],
+        key=str,
+    )
+    with structlog.testing.capture_logs() as logs:
+        assert DailyLog(directory).read(DAY) is None
+        assert DailyLog(directory).read(date(2026, 4, 10)) is None
+    assert logs == [
+        skipped(directory / NAME, "refused: not a regular file"),
+        skipped(directory / "2026-04-10.md", "refused: a symlink"),
+    ]
+
+
 # -- FIFOs (finding 10) ------------------------------------------------------------------
 
 
-def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+@pytest.mark.parametrize("follow_symlinks", [True, False])
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path, follow_symlinks: bool) -> None:
     fifo = tmp_path / "2026-04-11.md"
     os.mkfifo(fifo)
 
     def read() -> object:
         try:
-            return read_regular(fifo)
+            return read_regular(fifo, follow_symlinks=follow_symlinks)
         except RefusedFile as exc:
             return exc
 
-    assert isinstance(finishes(read), RefusedFile)
+    refused = finishes(read)
+    assert isinstance(refused, RefusedFile)
+    assert refusal(refused) == (errno.EINVAL, "refused: not a regular file", str(fifo))
 
 
 def test_a_fifo_named_like_a_daily_file_is_skipped_by_search_and_refused_by_append(
@@ -175,7 +327,9 @@ def test_a_fifo_named_like_a_daily_file_is_skipped_by_search_and_refused_by_appe
         except RefusedFile as exc:
             return exc
 
-    assert isinstance(finishes(append), RefusedFile)
+    refused = finishes(append)
+    assert isinstance(refused, RefusedFile)
+    assert refusal(refused) == (errno.EINVAL, "refused: not a regular file", str(directory / NAME))
 
 
 # -- modes (finding 14) ------------------------------------------------------------------
@@ -191,7 +345,18 @@ def open_umask() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("open_umask")
-def test_what_the_daemon_creates_is_private_whatever_the_umask(tmp_path: Path) -> None:
+def test_what_the_daemon_creates_is_private_whatever_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The mode each file and directory had when it was made, before the daemon set it.
+    born: list[int] = []
+    fchmod = os.fchmod
+
+    def remember(fd: int, mode: int) -> None:
+        born.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", remember)
     directory = tmp_path / "memory" / "daily"
     daily = DailyLog(directory)
     daily.append(DAY, "first")
@@ -208,6 +373,31 @@ def test_what_the_daemon_creates_is_private_whatever_the_umask(tmp_path: Path) -
     assert mode(directory / "archive") == 0o700
     assert mode(directory / "archive" / NAME) == 0o600
     assert mode(directory / "2026-04-12.md") == 0o600
+    # Private from the moment each one existed, not only once its mode was set.
+    assert len(born) >= 6
+    assert [oct(mode) for mode in born if mode & 0o077] == []
+
+
+def test_a_directory_someone_else_creates_first_is_used_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process makes the memory directory between the daemon's look and its own
+    mkdir: the daemon goes on to make the daily directory inside it."""
+    mkdir = os.mkdir
+    raced: list[str] = []
+
+    def someone_else_first(path: Any, mode: int = 0o777, **kwargs: Any) -> None:
+        if not raced:
+            raced.append(str(path))
+            mkdir(path, 0o755, **kwargs)
+        mkdir(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", someone_else_first)
+    daily = DailyLog(tmp_path / "memory" / "daily")
+    daily.append(DAY, "first")
+    assert raced == [str(tmp_path / "memory")]
+    assert daily.read(DAY) == ["first"]
+    assert stat.S_IMODE((tmp_path / "memory").stat().st_mode) == 0o755  # theirs, left alone
 
 
 # -- a full disk (finding 8) -------------------------------------------------------------

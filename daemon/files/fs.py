@@ -49,7 +49,8 @@ def read_regular(path: Path, *, follow_symlinks: bool = True) -> bytes:
 
 def make_private_directory(path: Path) -> None:
     """Create ``path`` and any missing parents as 0700 directories (existing ones are left
-    as they are)."""
+    as they are). Each new one is durable in its parent before anything is made in it: an
+    fsynced file in a directory whose own name never reached the disk is lost with it."""
     missing = []
     while not path.exists():
         missing.append(path)
@@ -60,6 +61,9 @@ def make_private_directory(path: Path) -> None:
         except FileExistsError:
             continue
         _make_private(str(directory), None)
+        with open_folder(directory.parent, create=False) as parent:
+            assert parent is not None
+            parent.sync()
 
 
 class Folder:
