@@ -203,6 +203,36 @@ async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(store: 
 
 
 @pytest.mark.asyncio
+async def test_a_write_submitted_while_the_writer_stops_is_refused_not_stranded(
+    store: Store,
+) -> None:
+    """Stopping finishes what is queued; anything submitted once the stop has begun is
+    refused at once (WriterClosed), never queued behind the stop to wait forever."""
+    from daemon.store.writer import WriterClosed
+
+    entered, release = threading.Event(), threading.Event()
+
+    def hold_the_writer(tx: Tx) -> str:
+        entered.set()
+        release.wait(10)
+        return "finished"
+
+    held = asyncio.create_task(store.write(hold_the_writer))
+    assert await anyio.to_thread.run_sync(entered.wait, 10)
+    stopping = threading.Thread(target=store._writer.stop)
+    stopping.start()
+    with anyio.fail_after(5):
+        while not store._writer._closed:  # noqa: ASYNC110 (the writer has no event for it)
+            await asyncio.sleep(0.001)
+    with anyio.fail_after(5), pytest.raises(WriterClosed):
+        await store.write(lambda tx: None)
+    release.set()
+    assert await held == "finished", "what was queued before the stop is finished"
+    await anyio.to_thread.run_sync(stopping.join, 10)
+    assert not store.writer_alive
+
+
+@pytest.mark.asyncio
 async def test_write_after_close_is_refused(tmp_path: Path) -> None:
     from daemon.store.writer import WriterClosed
 
