@@ -18,6 +18,7 @@ from daemon.files.daily import DailyLog
 from daemon.services.archive import ArchiveRefused, export_archive, import_archive, read_archive
 from daemon.store import Store
 from daemon.store.migrate import upgrade
+from daemon.store.signal_log import NewSignal
 from receptors import build_receptors
 
 FIRST_DAY = date(2026, 4, 11)
@@ -178,3 +179,31 @@ def test_an_unknown_format_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "junk.tar").write_bytes(b"not a tar at all" * 100)
     with pytest.raises(ArchiveRefused, match="not a readable archive"):
         read_archive(tmp_path / "junk.tar")
+
+
+@pytest.mark.asyncio
+async def test_imported_signals_are_history_not_work_for_the_receptors(
+    source: Store, store: Store, tmp_path: Path
+) -> None:
+    """Into a store whose receptors already have cursors: what is imported counts as
+    delivered. While a delivery is still pending the import is refused, nothing written."""
+    await simulate_week(source, tmp_path / "daily")
+    export_archive(source, tmp_path / "daily", tmp_path / "week.tar", T0)
+    store.write_sync(lambda tx: tx.signals.register("observation", {"memory.observation"}, T0))
+    store.write_sync(lambda tx: tx.signals.register("daily", {"memory.daily_note"}, T0))
+    waiting = make_signal("memory.daily_note", {"text": "not yet written"})
+    store.write_sync(lambda tx: tx.signals.append([NewSignal(waiting, T0)]))
+
+    with pytest.raises(ArchiveRefused, match="1 deliveries are still pending"):
+        import_archive(store, tmp_path / "elsewhere", tmp_path / "week.tar")
+    assert counts(store)[0] == 1, "nothing imported"
+
+    cursor = store.read_sync(lambda tx: tx.signals.cursor("daily"))
+    assert cursor is not None
+    seq = store.read_sync(lambda tx: tx.signals.head())
+    store.write_sync(lambda tx: tx.signals.advance("daily", cursor.position, seq, T0))
+    imported = import_archive(store, tmp_path / "elsewhere", tmp_path / "week.tar")
+
+    assert imported.signals > 0
+    assert store.read_sync(lambda tx: tx.signals.open_counts()).pending == 0
+    assert store.read_sync(lambda tx: tx.signals.listing(status="pending", limit=500)) == []

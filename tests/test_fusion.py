@@ -334,3 +334,27 @@ def test_substrate_hybrid_search_ranks_a_file_found_by_meaning(
     ]
     both = hybrid.search("soup recipe", 2)
     assert both[0].reason == "matched tokens: soup, recipe"
+
+
+def test_the_cache_is_private_and_never_written_through_a_link(
+    semantic: ModuleType, tmp_path: Path
+) -> None:
+    import os
+    import stat
+
+    from daemon.files.fs import RefusedFile
+
+    path = tmp_path / "data" / "embeddings.sqlite"
+    before = os.umask(0o022)  # a usual umask: files 0644, directories 0755
+    try:
+        semantic.EmbeddingCache(path, "model-a", 2)
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    linked = tmp_path / "data" / "linked.sqlite"
+    linked.symlink_to(elsewhere)
+    with pytest.raises(RefusedFile, match="symlink"):
+        semantic.EmbeddingCache(linked, "model-a", 2)
+    assert not elsewhere.exists()

@@ -47,6 +47,19 @@ def read_regular(path: Path, *, follow_symlinks: bool = True) -> bytes:
         os.close(fd)
 
 
+def make_private_file(path: Path) -> None:
+    """Make sure ``path`` is a regular file, 0600, in a private directory: created empty if
+    missing, so a program that opens it next (SQLite) never creates it with the umask's
+    mode; a symlink there is refused (:class:`RefusedFile`), not followed."""
+    make_private_directory(path.parent)
+    fd = _open(str(path), os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_NONBLOCK)
+    try:
+        _require_regular(fd, str(path))
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+
+
 def make_private_directory(path: Path) -> None:
     """Create ``path`` and any missing parents as 0700 directories (existing ones are left
     as they are). Each new one is durable in its parent before anything is made in it: an

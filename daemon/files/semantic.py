@@ -53,6 +53,7 @@ from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from daemon.config import RecallConfig
+from daemon.files.fs import FILE_MODE, make_private_directory, make_private_file
 
 K = TypeVar("K", bound=Hashable)
 Vectors = NDArray[np.float32]
@@ -129,7 +130,7 @@ def quantized_model(source: Path, target: Path) -> Path:
     earlier run did. Raises SemanticUnavailable when the conversion fails."""
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_private_directory(target.parent)
     done = subprocess.run(
         [sys.executable, "-m", __name__, str(source), str(target)],
         capture_output=True,
@@ -164,6 +165,7 @@ def _quantize(source: Path, target: Path) -> None:
             per_channel=True,
             op_types_to_quantize=["MatMul", "Gather"],
         )
+        os.chmod(converted, FILE_MODE)
         os.replace(converted, target)
 
 
@@ -246,7 +248,8 @@ class EmbeddingCache:
         self._model_id = model_id
         self._dimension = dimension
         self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Vectors say something of the texts they came from: private, like the store.
+        make_private_file(path)
         self._connection = sqlite3.connect(path, check_same_thread=False)
         with self._lock, self._connection:
             self._connection.execute("PRAGMA journal_mode=WAL")

@@ -32,6 +32,7 @@ from typing import Any
 from daemon.core.clock import iso, utcnow
 from daemon.core.days import InvalidDay, parse_day
 from daemon.store import Store, Tx
+from daemon.store.signal_log import DeliveriesPending
 
 FORMAT = "cambium-memory-export"
 VERSION = 1
@@ -237,7 +238,10 @@ def import_archive(store: Store, daily_dir: Path, path: Path) -> Imported:
         tx.seeds.restore(rows["seeds"])
         tx.tombstones.restore(rows["tombstones"])
 
-    store.write_sync(restore)
+    try:
+        store.write_sync(restore)
+    except DeliveriesPending as exc:
+        raise ArchiveRefused(str(exc)) from None
     for name in sorted(n for n in blobs if n.startswith(DAILY_PREFIX)):
         _restore_daily(daily_dir / "archive", name, blobs[name], result)
     return result

@@ -54,6 +54,10 @@ DELIVERY_STATES = ("pending", "delivered", "dead")
 MAX_ERROR_CHARS = 4000
 
 
+class DeliveriesPending(RuntimeError):
+    """An import was refused: receptors have signals left to deliver."""
+
+
 @dataclass(frozen=True)
 class Stored:
     """What an emit returns: the signal id, whether it was already stored, and (when new)
@@ -189,18 +193,9 @@ _SUMMARY_COLUMNS = (
 )
 
 
-# Built once: the emit's fast path runs these for every batch, and building a statement
-# costs more than running it.
+# Built once: every worker's read starts with it, and building a statement costs more than
+# running it.
 _CURSOR = select(cursors).where(cursors.c.receptor == bindparam("receptor"))
-_BACKLOG = (
-    select(signals.c.seq)
-    .where(
-        signals.c.type.in_(bindparam("types", expanding=True)),
-        signals.c.seq > bindparam("after"),
-        signals.c.seq < bindparam("below"),
-    )
-    .limit(1)
-)
 
 
 class SignalLog:
@@ -275,17 +270,6 @@ class SignalLog:
     def cursors(self) -> list[Cursor]:
         rows = self.connection.execute(select(cursors).order_by(cursors.c.receptor))
         return [_cursor(row) for row in rows]
-
-    def has_backlog(self, cursor: Cursor, below: int) -> bool:
-        """Whether a signal of the receptor's lies between its cursor and ``below``."""
-        if not cursor.binds:
-            return False
-        parameters = {
-            "types": sorted(cursor.binds),
-            "after": max(cursor.position, cursor.since),
-            "below": below,
-        }
-        return self.connection.execute(_BACKLOG, parameters).first() is not None
 
     def advance(self, receptor: str, position: int, to: int, now: datetime) -> bool:
         """Move the cursor from ``position`` to ``to``; False if it was not at ``position``
@@ -633,9 +617,18 @@ class SignalLog:
     def restore(self, rows: Sequence[dict[str, Any]], now: datetime) -> int:
         """Append exported signals whose id (or idempotency key) is not stored yet, as history
         rather than work to do (import): every receptor counts them as delivered. How many
-        were new."""
+        were new. Raises :class:`DeliveriesPending` (nothing written) while any receptor
+        has signals left to deliver."""
         if not rows:
             return 0
+        waiting = self.open_counts().pending
+        if waiting:
+            # History goes after the log; with work still after a cursor, it could only be
+            # told from that work by a row per signal and receptor.
+            raise DeliveriesPending(
+                f"{waiting} deliveries are still pending: start the daemon and let them be"
+                " delivered (cambium status), then import"
+            )
         statement = insert_ignoring_duplicates(signals, self.connection.dialect.name)
         given = [
             {k: v for k, v in row.items() if k != "seq"} for row in with_instants(signals, rows)
@@ -649,36 +642,10 @@ class SignalLog:
         return len(inserted)
 
     def _count_as_delivered(self, after: int, through: int, now: datetime) -> None:
-        """Signals ``after < seq <= through`` are history for every receptor: a cursor that
-        had nothing left to do moves past them; one with a backlog gets a delivered row each."""
+        """Signals ``after < seq <= through`` are history for every receptor: each cursor,
+        at or past ``after`` (nothing was pending), moves past them."""
         for cursor in self.cursors():
-            if not cursor.binds:
-                continue
-            if not self.has_backlog(cursor, below=after + 1):
-                self.advance(cursor.receptor, cursor.position, through, now)
-                continue
-            history = self.connection.execute(
-                select(signals.c.seq, signals.c.id).where(
-                    signals.c.seq > after,
-                    signals.c.seq <= through,
-                    signals.c.type.in_(sorted(cursor.binds)),
-                )
-            ).all()
-            if history:
-                self.connection.execute(
-                    failures.insert(),
-                    [
-                        {
-                            "receptor": cursor.receptor,
-                            "seq": seq,
-                            "signal_id": signal_id,
-                            "status": "delivered",
-                            "attempts": 0,
-                            "updated_at": now,
-                        }
-                        for seq, signal_id in history
-                    ],
-                )
+            self.advance(cursor.receptor, cursor.position, max(cursor.position, through), now)
 
 
 def _mark_failures_delivered(receptor: str, now: datetime) -> Any:
