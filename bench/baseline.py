@@ -3,10 +3,16 @@ mode with ``synchronous=FULL``, one row per commit into a table without indexes.
 is one fsync, so its rate is what this disk allows a writer that waits for durability one
 row at a time; it drifts with the machine's load, which is why it is measured again right
 before and right after every figure (see :mod:`bench.rounds`).
+
+Beside it, :class:`ObservationFloor`: the same disk doing only the rows an observation must
+write, which bounds from above what any bus can reach here.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -40,3 +46,66 @@ class RawSQLite:
             self.connection.execute("COMMIT")
             latencies.append(time.perf_counter() - begun)
         return Run(len(latencies), time.perf_counter() - started, latencies)
+
+
+class ObservationFloor:
+    """The least any bus could do per observation on this disk, as plain ``sqlite3`` with
+    no validation, no event loop and no threads: append the signal (its id unique, indexed
+    by type and sequence), look its fingerprint up among the marks, insert the mark, and
+    commit ``per_commit`` of them at a time (1 is one emitter; 8 is eight emitters' group
+    commit at its best). The tables are narrower than the store's and have fewer indexes, so
+    this is an upper bound: a design on top of it can only be slower."""
+
+    def __init__(self, path: Path) -> None:
+        self.connection = sqlite3.connect(path, isolation_level=None)
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        self.connection.execute("PRAGMA synchronous=FULL")
+        self.connection.executescript(
+            """
+            CREATE TABLE signals (seq INTEGER PRIMARY KEY, id TEXT UNIQUE, type TEXT,
+                                  payload TEXT, stored_at TEXT);
+            CREATE INDEX ix_signals_type_seq ON signals (type, seq);
+            CREATE TABLE marks (id TEXT PRIMARY KEY, subject TEXT, observation TEXT,
+                                fingerprint TEXT, evidence TEXT, strength REAL,
+                                created_at TEXT);
+            CREATE INDEX ix_marks_fingerprint ON marks (fingerprint);
+            """
+        )
+        self.numbers = itertools.count()
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def observations(self, per_commit: int, seconds: float) -> Run:
+        execute = self.connection.execute
+        count = 0
+        started = time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            execute("BEGIN IMMEDIATE")
+            for _ in range(per_commit):
+                n = next(self.numbers)
+                signal_id = f"signal-{n}"
+                payload = {"subject": f"topic{n % 1000}", "observation": f"observation {n}"}
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+                execute(
+                    "INSERT INTO signals (id, type, payload, stored_at) VALUES (?, ?, ?, ?)",
+                    (signal_id, "memory.observation", json.dumps(payload), stamp),
+                )
+                fingerprint = hashlib.sha256(payload["observation"].encode()).hexdigest()
+                execute("SELECT id FROM marks WHERE fingerprint = ? LIMIT 1", (fingerprint,))
+                execute(
+                    "INSERT INTO marks VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        f"mark-{n}",
+                        payload["subject"],
+                        payload["observation"],
+                        fingerprint,
+                        json.dumps({"signal_ids": [signal_id]}),
+                        0.5,
+                        stamp,
+                    ),
+                )
+            execute("COMMIT")
+            count += per_commit
+        return Run(count, time.perf_counter() - started)

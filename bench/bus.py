@@ -8,6 +8,9 @@ The configurations, in the order each round measures them:
   and 8 concurrent emitters, each emit validated as the ingress does; timed from the first
   emit until :meth:`SignalBus.drained` (the receptor's marks committed), with the latency of
   each emit's acknowledgement (durably stored);
+- the floor (:class:`bench.baseline.ObservationFloor`): plain ``sqlite3`` writing only the
+  rows an observation needs, 1 and 8 to a commit, with no validation, loop or threads; no
+  bus on this disk can beat it, so its ratios bound the goals' reach;
 - huey's ``SqliteHuey`` durable pipeline with 8 producer threads (:mod:`bench.peers`);
 - over the Unix socket, one real daemon for the whole run, 8 client threads: ``POST
   /v1/signals`` end to end (until ``/v1/health`` shows nothing pending), then the same
@@ -19,7 +22,7 @@ pipelines (the socket against huey) are taken between their bracket ratios, whic
 the disk's drift between the two; ratios against a no-op request, which does not touch the
 disk, are taken between the rates of the same round. Every signal is an observation of its
 own (1,000 subjects), so every one makes a mark. The in-process bus logs at warning; the
-daemon logs as configured by default. 3 rounds take under 2 minutes on two CPUs.
+daemon logs as configured by default. 3 rounds take about 2 minutes on two CPUs.
 
     .venv/bin/python -m bench.bus [--rounds 3] [--seconds 3]
 """
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import anyio
 
-from bench.baseline import RawSQLite
+from bench.baseline import ObservationFloor, RawSQLite
 from bench.harness import Run, get_requests, observation, post_signals, scratch, wait_drained
 from bench.peers import HueyPipeline
 from bench.report import Figure, Part, main_for, over_rounds
@@ -64,6 +67,8 @@ CLIENTS = 8
 
 ONE_EMITTER = "in-process, 1 emitter"
 EIGHT_EMITTERS = "in-process, 8 emitters"
+FLOOR_ONE = "floor: sqlite3 alone, 1 observation/commit"
+FLOOR_EIGHT = "floor: sqlite3 alone, 8 observations/commit"
 HUEY = "huey SqliteHuey, 8 producers"
 POST = "socket POST /v1/signals, 8 clients"
 BARE = "socket bare GET (404), 8 clients"
@@ -71,6 +76,8 @@ HEALTH = "socket GET /v1/health, 8 clients"
 UNITS = {
     ONE_EMITTER: "signals/s",
     EIGHT_EMITTERS: "signals/s",
+    FLOOR_ONE: "signals/s",
+    FLOOR_EIGHT: "signals/s",
     HUEY: "tasks/s",
     POST: "signals/s",
     BARE: "req/s",
@@ -127,6 +134,7 @@ def measure(root: Path, rounds: int, seconds: float) -> Rounds:
     numbers = itertools.count()
     with (
         closing(RawSQLite(root / "raw.db")) as raw,
+        closing(ObservationFloor(root / "floor.db")) as floor,
         closing(HueyPipeline(root / "huey.db")) as huey,
         DaemonHome(root / "daemon") as daemon,
     ):
@@ -138,6 +146,8 @@ def measure(root: Path, rounds: int, seconds: float) -> Rounds:
         configurations = [
             Configuration(ONE_EMITTER, lambda: in_process(1)),
             Configuration(EIGHT_EMITTERS, lambda: in_process(8)),
+            Configuration(FLOOR_ONE, lambda: floor.observations(1, seconds)),
+            Configuration(FLOOR_EIGHT, lambda: floor.observations(8, seconds)),
             Configuration(HUEY, lambda: huey.measure(CLIENTS, seconds, numbers)),
             Configuration(POST, lambda: post_for(daemon, seconds, numbers)),
             Configuration(
