@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+import structlog
 from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import func, select
 from support import T0
@@ -426,3 +427,61 @@ async def test_a_cursor_moves_only_from_where_the_mover_saw_it(store: Store) -> 
     assert store.write_sync(lambda tx: tx.signals.settle("r", pending, position, T0)) is False
     assert store.write_sync(lambda tx: tx.signals.settle("r", pending[1:], first.seq, T0)) is True
     assert store.read_sync(lambda tx: tx.signals.next_deliveries("r", 10)) == (pending[1].seq, [])
+
+
+async def backlog_of(store: Store, receptor: str, signals: Sequence[Signal]) -> list[Stored]:
+    """``signals`` stored while no bus ran: work waiting behind ``receptor``'s cursor."""
+    store.write_sync(lambda tx: tx.signals.register(receptor, {"test.ping"}, T0))
+    return [await store.write_batched(append_signals, NewSignal(one, T0)) for one in signals]
+
+
+def delivered_lines(logs: list[dict[str, Any]]) -> list[tuple[int, str, int]]:
+    return [
+        (line["count"], line["first_signal_id"], line["last_seq"])
+        for line in logs
+        if line["event"] == "delivered"
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_backlog_is_applied_in_one_transaction_and_logged_once(store: Store) -> None:
+    create_applied_table(store)
+    stored = await backlog_of(store, "counter", [signal(n) for n in range(5)])
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [Counter()], retry=FAST) as bus:
+            with anyio.fail_after(10):
+                await bus.drained()
+    assert applied(store) == [s.id for s in stored]
+    assert delivered_lines(logs) == [(5, stored[0].id, stored[-1].seq)]
+    assert [line for line in logs if line["log_level"] in ("warning", "error")] == []
+    for one in stored:
+        assert store.read_sync(lambda tx, i=one.id: tx.signals.status(i)) == {
+            "counter": "delivered"
+        }
+
+
+@pytest.mark.asyncio
+async def test_a_poisoned_signal_in_a_backlog_holds_back_only_itself(store: Store) -> None:
+    # The ones before it are applied together again without it; it goes dead on its own;
+    # the ones after it follow in order.
+    create_applied_table(store)
+    stored = await backlog_of(
+        store, "counter", [signal(n, payload={"poison": n == 2}) for n in range(5)]
+    )
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [PoisonAware()], retry=FAST) as bus:
+            with anyio.fail_after(10):
+                await bus.drained()
+    assert applied(store) == [stored[n].id for n in (0, 1, 3, 4)]
+    assert delivered_lines(logs) == [
+        (2, stored[0].id, stored[1].seq),
+        (2, stored[3].id, stored[4].seq),
+    ]
+    statuses = [store.read_sync(lambda tx, i=s.id: tx.signals.status(i)) for s in stored]
+    assert [s["counter"] for s in statuses] == [
+        "delivered",
+        "delivered",
+        "dead",
+        "delivered",
+        "delivered",
+    ]
