@@ -1,0 +1,151 @@
+"""The log's delivery states, derived from the cursors and the failure rows alone: what
+``cambium signals --status``, ``signals show``, health and ``retry`` read (SQLite, and
+PostgreSQL when configured)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from support import T0, make_signal
+
+from daemon.store import Store, Tx
+from daemon.store.signal_log import DeliveryCounts, NewSignal, Stored
+
+LATER = T0 + timedelta(minutes=5)
+
+
+def append(store: Store, signal_type: str, n: int) -> Stored:
+    signal = make_signal(signal_type, {"n": n}, source_id=f"source-{n}")
+    [stored] = store.write_sync(lambda tx: tx.signals.append([NewSignal(signal, LATER)]))
+    return stored
+
+
+def settle(tx: Tx, receptor: str, count: int) -> None:
+    position, pending = tx.signals.next_deliveries(receptor, count)
+    assert tx.signals.settle(receptor, pending[:count], position, T0)
+
+
+def give_up_on_next(tx: Tx, receptor: str) -> None:
+    position, [first, *_] = tx.signals.next_deliveries(receptor, 1)
+    assert tx.signals.record_failure(first, position, "it broke", T0, retry_at=None)
+
+
+@pytest.fixture
+def log(store: Store) -> dict[str, Stored]:
+    """Two receptors part way through a log:
+
+    ======  =====================  =====================
+    signal  a (test.ping)          b (test.ping, other)
+    ======  =====================  =====================
+    p1      delivered              delivered
+    p2      dead                   delivered
+    p3      delivered              pending (dead, retried)
+    p4      pending                delivered
+    o1      -                      delivered
+    u1      -                      -  (unrouted)
+    ======  =====================  =====================
+
+    and a receptor ``late`` that binds test.ping but began after all of them."""
+    store.write_sync(lambda tx: tx.signals.register("a", {"test.ping"}, T0))
+    store.write_sync(lambda tx: tx.signals.register("b", {"test.ping", "test.other"}, T0))
+    stored = {
+        "p1": append(store, "test.ping", 1),
+        "p2": append(store, "test.ping", 2),
+        "p3": append(store, "test.ping", 3),
+        "p4": append(store, "test.ping", 4),
+        "o1": append(store, "test.other", 5),
+        "u1": append(store, "nobody.listens", 6),
+    }
+    store.write_sync(lambda tx: tx.signals.register("late", {"test.ping"}, T0))
+    store.write_sync(lambda tx: settle(tx, "a", 1))
+    store.write_sync(lambda tx: give_up_on_next(tx, "a"))
+    store.write_sync(lambda tx: settle(tx, "a", 1))
+    store.write_sync(lambda tx: settle(tx, "b", 2))
+    store.write_sync(lambda tx: give_up_on_next(tx, "b"))
+    store.write_sync(lambda tx: settle(tx, "b", 2))
+    assert store.write_sync(lambda tx: tx.signals.revive_dead(stored["p3"].id, LATER)) == ["b"]
+    return stored
+
+
+def test_each_signal_shows_each_receptor_where_it_is(store: Store, log: dict[str, Stored]) -> None:
+    statuses = {
+        name: store.read_sync(lambda tx, s=s: tx.signals.status(s.id)) for name, s in log.items()
+    }
+    assert statuses == {
+        "p1": {"a": "delivered", "b": "delivered"},
+        "p2": {"a": "dead", "b": "delivered"},
+        "p3": {"a": "delivered", "b": "pending"},
+        "p4": {"a": "pending", "b": "delivered"},
+        "o1": {"b": "delivered"},
+        "u1": {},
+    }
+    assert store.read_sync(lambda tx: tx.signals.open_counts()) == DeliveryCounts(pending=2, dead=1)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("dead", ["p2"]),
+        ("pending", ["p4", "p3"]),
+        ("delivered", ["o1", "p4", "p3", "p2", "p1"]),
+        ("unrouted", ["u1"]),
+        ("no-such-status", []),
+        (None, ["u1", "o1", "p4", "p3", "p2", "p1"]),
+    ],
+)
+def test_the_listing_by_status_agrees_with_each_signal(
+    store: Store, log: dict[str, Stored], status: str | None, expected: list[str]
+) -> None:
+    listed = store.read_sync(lambda tx: tx.signals.listing(status=status))
+    names = {stored.id: name for name, stored in log.items()}
+    assert [names[line.id] for line in listed] == expected
+
+
+def test_a_dead_delivery_retried_by_hand_is_pending_again_from_its_first_attempt(
+    store: Store, log: dict[str, Stored]
+) -> None:
+    p2 = log["p2"].id
+    assert store.write_sync(lambda tx: tx.signals.revive_dead(p2, LATER, receptor="b")) == []
+    assert store.write_sync(lambda tx: tx.signals.revive_dead(log["p4"].id, LATER)) == []
+    assert store.write_sync(lambda tx: tx.signals.revive_dead(p2, LATER, receptor="a")) == ["a"]
+    assert store.write_sync(lambda tx: tx.signals.revive_dead(p2, LATER)) == []  # not dead now
+    found = store.read_sync(lambda tx: tx.signals.get(p2))
+    assert found is not None
+    assert [d.to_json() for d in found.deliveries] == [
+        {
+            "receptor": "a",
+            "status": "pending",
+            "attempts": 0,
+            "last_error": "it broke",
+            "next_attempt_at": None,
+            "delivered_at": None,
+        },
+        {
+            "receptor": "b",
+            "status": "delivered",
+            "attempts": 1,
+            "last_error": None,
+            "next_attempt_at": None,
+            "delivered_at": None,
+        },
+    ]
+    _, [revived] = store.read_sync(lambda tx: tx.signals.next_deliveries("a", 10))
+    assert (revived.signal.id, revived.revived, revived.attempts) == (p2, True, 0)
+
+
+def test_a_listing_line_says_what_the_cli_prints(store: Store, log: dict[str, Stored]) -> None:
+    [line] = store.read_sync(lambda tx: tx.signals.listing(status="dead"))
+    assert line.to_json() == {
+        "id": log["p2"].id,
+        "seq": log["p2"].seq,
+        "type": "test.ping",
+        "source_id": "source-2",
+        "workspace_id": "default",
+        "emitted_at": "2026-04-11T10:00:00Z",
+        "stored_at": "2026-04-11T10:05:00Z",
+        "deliveries": [
+            {"receptor": "a", "status": "dead", "attempts": 1, "last_error": "it broke"},
+            {"receptor": "b", "status": "delivered", "attempts": 1, "last_error": None},
+        ],
+    }
