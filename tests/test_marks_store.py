@@ -14,6 +14,7 @@ from daemon.core.records import Mark, Reinforcement, Seed
 from daemon.core.subjects import subject_matches
 from daemon.store import Store, Tx
 from daemon.store.marks import marks as marks_table
+from daemon.store.sql import IN_LIST_LIMIT
 from receptors.consolidation import wither_sweep
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)
@@ -193,3 +194,43 @@ def test_the_sql_prefix_query_agrees_with_the_matching_rule(
     wanted = ".".join(prefix)
     found = {m.subject for m in store.read_sync(lambda tx: tx.marks.find("w", wanted))}
     assert found == {name for name in names if subject_matches(wanted, name)}
+
+
+def test_lookups_by_id_cross_the_in_list_limit(store: Store) -> None:
+    # One more than two full IN lists: the first, the last and a chunk boundary all count.
+    many = [make_mark(f"m{n:04}", f"topic.{n}") for n in range(2 * IN_LIST_LIMIT + 1)]
+    insert(store, *many)
+    wanted = [m.id for m in many]
+    texts = store.read_sync(lambda tx: tx.marks.texts_of(wanted))
+    assert sorted(t.id for t in texts) == wanted
+    scored = store.read_sync(lambda tx: tx.marks.score_among(wanted, "w", ["active"], T0))
+    assert sorted(s.mark_id for s in scored) == wanted
+    assert {s.value for s in scored} == {1.0}
+
+
+def test_scoring_among_ids_keeps_only_what_the_filters_allow(store: Store) -> None:
+    later = T0 + timedelta(days=1)
+    insert(
+        store,
+        make_mark("kept", "a"),
+        make_mark("elsewhere", "a", workspace_id="other"),
+        make_mark("withered", "a", state="withered"),
+        make_mark("stale", "a", last_reinforced_at=T0 - timedelta(days=3)),
+        make_mark("inferred", "a", provenance="inferred"),
+    )
+    every = ["kept", "elsewhere", "withered", "stale", "inferred", "unknown"]
+
+    def scored(**filters: Any) -> list[str]:
+        found = store.read_sync(
+            lambda tx: tx.marks.score_among(
+                every, "w", filters.pop("states", ["active"]), later, **filters
+            )
+        )
+        return sorted(s.mark_id for s in found)
+
+    assert scored() == ["inferred", "kept", "stale"]
+    assert scored(states=["active", "withered"]) == ["inferred", "kept", "stale", "withered"]
+    assert scored(reinforced_since=T0) == ["inferred", "kept"]
+    assert scored(provenances=["observed"]) == ["kept", "stale"]
+    [kept] = store.read_sync(lambda tx: tx.marks.score_among(["kept"], "w", ["active"], later))
+    assert kept.value == pytest.approx(2 ** (-1 / 7))

@@ -20,7 +20,7 @@ from daemon.core.records import CURRENT_MARK_STATES, MARK_STATES, Mark, Reinforc
 from daemon.core.strength import Strength, current_strength, strength
 from daemon.core.subjects import normalize_subject
 from daemon.store.fast_path import insert_many_ignoring_duplicates, select_rows
-from daemon.store.sql import escape_like, insert_ignoring_duplicates, with_instants
+from daemon.store.sql import escape_like, in_chunks, insert_ignoring_duplicates, with_instants
 from daemon.store.tables import MarkTable, ReinforcementTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
@@ -229,8 +229,7 @@ class Marks:
         (then filtered here), so no plan can scan a whole workspace for a few ids."""
         columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state, marks.c.provenance)
         rows: list[Any] = []
-        for start in range(0, len(mark_ids), 500):  # bounded IN lists
-            chunk = mark_ids[start : start + 500]
+        for chunk in in_chunks(mark_ids):
             rows += self.connection.execute(select(*columns).where(marks.c.id.in_(chunk))).all()
         kept = [
             tuple(row)[: len(_SCORING_COLUMNS)]
@@ -277,8 +276,8 @@ class Marks:
 
     def texts_of(self, mark_ids: Sequence[str]) -> list[MarkText]:
         found: list[MarkText] = []
-        for start in range(0, len(mark_ids), 500):  # bounded IN lists
-            found += self._texts(marks.c.id.in_(mark_ids[start : start + 500]))
+        for chunk in in_chunks(mark_ids):
+            found += self._texts(marks.c.id.in_(chunk))
         return found
 
     def _texts(self, where: ColumnElement[bool]) -> list[MarkText]:
@@ -295,10 +294,10 @@ class Marks:
         """(workspace, fingerprint) -> the id of the oldest active or withered mark with that
         fingerprint (through an index, however long the subject's history)."""
         oldest: dict[tuple[str, str], str] = {}
-        for start in range(0, len(fingerprints), 500):  # bounded IN lists
+        for chunk in in_chunks(fingerprints):
             parameters = {
                 "workspaces": sorted(workspaces),
-                "fingerprints": fingerprints[start : start + 500],
+                "fingerprints": list(chunk),
             }
             rows = select_rows(self.connection, _OLDEST_BY_FINGERPRINT, parameters)
             for mark_id, workspace, found in rows:
@@ -312,10 +311,10 @@ class Marks:
         withered marks, oldest first. The ranking reads only narrow columns."""
         found: dict[str, list[tuple[str, str]]] = defaultdict(list)
         ordered = sorted(subjects)
-        for start in range(0, len(ordered), 500):  # bounded IN lists
+        for chunk in in_chunks(ordered):
             parameters = {
                 "workspace": workspace,
-                "subjects": ordered[start : start + 500],
+                "subjects": list(chunk),
                 "per_subject": per_subject,
             }
             for mark_id, subject, text in select_rows(self.connection, _RECENT_TEXTS, parameters):
@@ -363,10 +362,10 @@ class Marks:
     def reinforcements_of(self, mark_ids: Iterable[str]) -> dict[str, list[Reinforcement]]:
         ids = list(mark_ids)
         found: dict[str, list[Reinforcement]] = defaultdict(list)
-        for start in range(0, len(ids), 500):  # bounded IN lists
+        for chunk in in_chunks(ids):
             for row in self.connection.execute(
                 select(reinforcements)
-                .where(reinforcements.c.mark_id.in_(ids[start : start + 500]))
+                .where(reinforcements.c.mark_id.in_(chunk))
                 .order_by(reinforcements.c.reinforced_at)
             ):
                 found[row.mark_id].append(Reinforcement.from_row(row._mapping))
@@ -429,8 +428,7 @@ class Marks:
     def erase(self, mark_ids: Sequence[str], reason: str, now: datetime) -> None:
         """Forget marks: their text, evidence and fingerprint (a hash of the text) and their
         reinforcements' evidence are erased; the rows stay, state ``forgotten``."""
-        for start in range(0, len(mark_ids), 500):
-            ids = mark_ids[start : start + 500]
+        for ids in in_chunks(mark_ids):
             self.connection.execute(
                 update(marks)
                 .where(marks.c.id.in_(ids))

@@ -43,7 +43,13 @@ from daemon.store.fast_path import (
     backlog_free_position,
     insert_signals,
 )
-from daemon.store.sql import insert_ignoring_duplicates, text_for_store, upsert, with_instants
+from daemon.store.sql import (
+    in_chunks,
+    insert_ignoring_duplicates,
+    text_for_store,
+    upsert,
+    with_instants,
+)
 from daemon.store.tables import DeliveryFailureTable, ReceptorCursorTable, SignalTable
 
 signals = SignalTable.__table__  # type: ignore[attr-defined]
@@ -594,19 +600,16 @@ class SignalLog:
             query.where(signals.c.workspace_id == workspace, signals.c.type.in_(types))
         ):
             found[row.id] = row.payload
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for chunk in in_chunks(ids):
             for row in self.connection.execute(query.where(signals.c.id.in_(chunk))):
                 found[row.id] = row.payload
         return list(found.items())
 
     def replace_payloads(self, signal_ids: Sequence[str], payload: dict[str, Any]) -> None:
         """Overwrite these signals' payloads (``memory.forget``); the rows stay in the log."""
-        for start in range(0, len(signal_ids), 500):
+        for chunk in in_chunks(signal_ids):
             self.connection.execute(
-                update(signals)
-                .where(signals.c.id.in_(signal_ids[start : start + 500]))
-                .values(payload=payload)
+                update(signals).where(signals.c.id.in_(chunk)).values(payload=payload)
             )
 
     def all_rows(self) -> list[dict[str, Any]]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
@@ -13,6 +13,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert, ReturningInsert
 
 from daemon.store.tables import UTCDateTime
+
+# Long IN lists stay under every driver's limit on bound parameters (SQLite's is the lowest).
+IN_LIST_LIMIT = 500
+
+T = TypeVar("T")
 
 
 @cache
@@ -78,3 +83,9 @@ def with_instants(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[str
         }
         for row in rows
     ]
+
+
+def in_chunks(items: Sequence[T], size: int = IN_LIST_LIMIT) -> Iterator[Sequence[T]]:
+    """``items`` in consecutive slices of at most ``size``, each once, in order."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
