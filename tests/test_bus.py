@@ -6,6 +6,7 @@ import signal as signal_module
 import subprocess
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -485,3 +486,36 @@ async def test_a_poisoned_signal_in_a_backlog_holds_back_only_itself(store: Stor
         "delivered",
         "delivered",
     ]
+
+
+class OtherFlaky(Flaky):
+    key: ClassVar[str] = "other_flaky"
+
+
+@pytest.mark.asyncio
+async def test_a_retry_for_one_receptor_leaves_the_others_dead(store: Store) -> None:
+    one, other = Flaky(failures=10**6), OtherFlaky(failures=10**6)
+    async with SignalBus(store, [one, other], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"flaky": "dead", "other_flaky": "dead"}
+        one.failures = other.failures = 0  # both faults fixed; only one is retried
+        assert await bus.retry(stored.id, receptor="flaky") == ["flaky"]
+        assert await wait_for(bus, stored.id) == {"flaky": "delivered", "other_flaky": "dead"}
+        assert await bus.retry(stored.id, receptor="flaky") == []
+
+
+@pytest.mark.asyncio
+async def test_emit_raw_judges_the_time_by_the_bus_clock(store: Store) -> None:
+    # A year from now by the bus's clock: a signal from a minute before that is on time,
+    # one from ten minutes after it is from the future.
+    later = datetime.now(UTC) + timedelta(days=365)
+
+    def emitted(at: datetime) -> dict[str, Any]:
+        return {"type": "test.ping", "source_id": "tester", "emitted_at": at.isoformat()}
+
+    async with SignalBus(store, [], clock=lambda: later) as bus:
+        stored = await bus.emit_raw(emitted(later - timedelta(minutes=1)))
+        assert not stored.duplicate
+        with pytest.raises(SignalRejected) as exc:
+            await bus.emit_raw(emitted(later + timedelta(minutes=10)))
+        assert [e.field for e in exc.value.errors] == ["emitted_at"]

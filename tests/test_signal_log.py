@@ -5,6 +5,7 @@ PostgreSQL when configured)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from support import T0, make_signal
@@ -149,3 +150,20 @@ def test_a_listing_line_says_what_the_cli_prints(store: Store, log: dict[str, St
             {"receptor": "b", "status": "delivered", "attempts": 1, "last_error": None},
         ],
     }
+
+
+def test_the_listing_filters_by_type_and_source_newest_first_up_to_its_limit(
+    store: Store, log: dict[str, Stored]
+) -> None:
+    names = {stored.id: name for name, stored in log.items()}
+
+    def listed(**filters: Any) -> list[str]:
+        return [
+            names[line.id] for line in store.read_sync(lambda tx: tx.signals.listing(**filters))
+        ]
+
+    assert listed(signal_type="test.ping") == ["p4", "p3", "p2", "p1"]
+    assert listed(source="source-5") == ["o1"]
+    assert listed(signal_type="test.ping", source="source-5") == []
+    assert listed(limit=2) == ["u1", "o1"]
+    assert listed(status="delivered", signal_type="test.ping", limit=3) == ["p4", "p3", "p2"]
