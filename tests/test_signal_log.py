@@ -32,6 +32,11 @@ def give_up_on_next(tx: Tx, receptor: str) -> None:
     assert tx.signals.record_failure(first, position, "it broke", T0, retry_at=None)
 
 
+def fail_next_once(tx: Tx, receptor: str) -> None:
+    position, [first, *_] = tx.signals.next_deliveries(receptor, 1)
+    assert tx.signals.record_failure(first, position, "try again", T0, retry_at=LATER)
+
+
 @pytest.fixture
 def log(store: Store) -> dict[str, Stored]:
     """Two receptors part way through a log:
@@ -42,8 +47,8 @@ def log(store: Store) -> dict[str, Stored]:
     p1      delivered              delivered
     p2      dead                   delivered
     p3      delivered              pending (dead, retried)
-    p4      pending                delivered
-    o1      -                      delivered
+    p4      pending                delivered (after failing once)
+    o1      -                      dead
     u1      -                      -  (unrouted)
     ======  =====================  =====================
 
@@ -64,7 +69,9 @@ def log(store: Store) -> dict[str, Stored]:
     store.write_sync(lambda tx: settle(tx, "a", 1))
     store.write_sync(lambda tx: settle(tx, "b", 2))
     store.write_sync(lambda tx: give_up_on_next(tx, "b"))
-    store.write_sync(lambda tx: settle(tx, "b", 2))
+    store.write_sync(lambda tx: fail_next_once(tx, "b"))
+    store.write_sync(lambda tx: settle(tx, "b", 1))
+    store.write_sync(lambda tx: give_up_on_next(tx, "b"))
     assert store.write_sync(lambda tx: tx.signals.revive_dead(stored["p3"].id, LATER)) == ["b"]
     return stored
 
@@ -78,18 +85,18 @@ def test_each_signal_shows_each_receptor_where_it_is(store: Store, log: dict[str
         "p2": {"a": "dead", "b": "delivered"},
         "p3": {"a": "delivered", "b": "pending"},
         "p4": {"a": "pending", "b": "delivered"},
-        "o1": {"b": "delivered"},
+        "o1": {"b": "dead"},
         "u1": {},
     }
-    assert store.read_sync(lambda tx: tx.signals.open_counts()) == DeliveryCounts(pending=2, dead=1)
+    assert store.read_sync(lambda tx: tx.signals.open_counts()) == DeliveryCounts(pending=2, dead=2)
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
     [
-        ("dead", ["p2"]),
+        ("dead", ["o1", "p2"]),
         ("pending", ["p4", "p3"]),
-        ("delivered", ["o1", "p4", "p3", "p2", "p1"]),
+        ("delivered", ["p4", "p3", "p2", "p1"]),
         ("unrouted", ["u1"]),
         ("no-such-status", []),
         (None, ["u1", "o1", "p4", "p3", "p2", "p1"]),
@@ -136,7 +143,7 @@ def test_a_dead_delivery_retried_by_hand_is_pending_again_from_its_first_attempt
 
 
 def test_a_listing_line_says_what_the_cli_prints(store: Store, log: dict[str, Stored]) -> None:
-    [line] = store.read_sync(lambda tx: tx.signals.listing(status="dead"))
+    [line] = store.read_sync(lambda tx: tx.signals.listing(status="dead", signal_type="test.ping"))
     assert line.to_json() == {
         "id": log["p2"].id,
         "seq": log["p2"].seq,
