@@ -462,29 +462,36 @@ async def test_a_backlog_is_applied_in_one_transaction_and_logged_once(store: St
 
 
 @pytest.mark.asyncio
-async def test_a_poisoned_signal_in_a_backlog_holds_back_only_itself(store: Store) -> None:
+@pytest.mark.parametrize("poisoned", [0, 2])
+async def test_a_poisoned_signal_in_a_backlog_holds_back_only_itself(
+    store: Store, poisoned: int
+) -> None:
     # The ones before it are applied together again without it; it goes dead on its own;
     # the ones after it follow in order.
     create_applied_table(store)
     stored = await backlog_of(
-        store, "counter", [signal(n, payload={"poison": n == 2}) for n in range(5)]
+        store, "counter", [signal(n, payload={"poison": n == poisoned}) for n in range(5)]
     )
     with structlog.testing.capture_logs() as logs:
         async with SignalBus(store, [PoisonAware()], retry=FAST) as bus:
             with anyio.fail_after(10):
                 await bus.drained()
-    assert applied(store) == [stored[n].id for n in (0, 1, 3, 4)]
+    assert applied(store) == [s.id for n, s in enumerate(stored) if n != poisoned]
+    complaints = [
+        (line["event"], line["signal_id"], line["outcome"], line["error"])
+        for line in logs
+        if line["log_level"] in ("warning", "error")
+    ]
+    assert complaints == [
+        ("delivery failed", stored[poisoned].id, "dead", "payload.poison: refused")
+    ]
+    before, after = stored[:poisoned], stored[poisoned + 1 :]
     assert delivered_lines(logs) == [
-        (2, stored[0].id, stored[1].seq),
-        (2, stored[3].id, stored[4].seq),
+        (len(part), part[0].id, part[-1].seq) for part in (before, after) if part
     ]
     statuses = [store.read_sync(lambda tx, i=s.id: tx.signals.status(i)) for s in stored]
     assert [s["counter"] for s in statuses] == [
-        "delivered",
-        "delivered",
-        "dead",
-        "delivered",
-        "delivered",
+        "dead" if n == poisoned else "delivered" for n in range(5)
     ]
 
 
