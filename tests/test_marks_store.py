@@ -134,23 +134,24 @@ def test_wither_sweep(store: Store) -> None:
     assert ids(store, "a", states=("withered",)) == ["old"]
 
 
-def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
-    def seed(seed_id: str, minutes: int) -> Seed:
-        at = T0 + timedelta(minutes=minutes)
-        return Seed(
-            id=seed_id,
-            workspace_id="w",
-            subject="user.food",
-            proposed_change="add a line",
-            target_file="long-term/lessons.md",
-            based_on_marks=["m1"],
-            planted_at=at,
-            planted_by="agent",
-            state="pending",
-            created_at=at,
-            updated_at=at,
-        )
+def seed(seed_id: str, minutes: int, workspace: str = "w") -> Seed:
+    at = T0 + timedelta(minutes=minutes)
+    return Seed(
+        id=seed_id,
+        workspace_id=workspace,
+        subject="user.food",
+        proposed_change="add a line",
+        target_file="long-term/lessons.md",
+        based_on_marks=["m1"],
+        planted_at=at,
+        planted_by="agent",
+        state="pending",
+        created_at=at,
+        updated_at=at,
+    )
 
+
+def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
     store.write_sync(
         lambda tx: [
             tx.seeds.insert(seed("s1", 0)),
@@ -167,11 +168,36 @@ def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
     accepted = store.read_sync(lambda tx: tx.seeds.get("s1", "w"))
     assert store.read_sync(lambda tx: tx.seeds.get("s1", "elsewhere")) is None
     assert accepted is not None
-    assert (accepted.state, accepted.reviewed_by, accepted.reviewed_at) == (
+    assert (accepted.state, accepted.reviewed_by, accepted.reviewed_at, accepted.updated_at) == (
         "accepted",
         "joshua",
         reviewed_at,
+        reviewed_at,
     )
+
+
+def test_seeds_wither_in_their_own_workspace_only(store: Store) -> None:
+    store.write_sync(
+        lambda tx: [
+            tx.seeds.insert(seed("old", 0)),
+            tx.seeds.insert(seed("young", 60)),
+            tx.seeds.insert(seed("old-elsewhere", 0, workspace="other")),
+        ]
+    )
+    at = T0 + timedelta(days=30)
+    cutoff = T0 + timedelta(minutes=30)
+    assert store.write_sync(lambda tx: tx.seeds.wither("w", cutoff, at)) == 1
+    withered = store.read_sync(lambda tx: tx.seeds.get("old", "w"))
+    assert withered is not None
+    assert (withered.state, withered.withered_at, withered.updated_at) == ("withered", at, at)
+    assert store.read_sync(lambda tx: tx.seeds.get("young", "w")).state == "pending"  # type: ignore[union-attr]
+    elsewhere = store.read_sync(lambda tx: tx.seeds.get("old-elsewhere", "other"))
+    assert elsewhere is not None and elsewhere.state == "pending"
+    week = (at - timedelta(days=7), at)
+    assert store.read_sync(lambda tx: tx.seeds.withered_between("w", *week)) == 1
+    assert store.read_sync(lambda tx: tx.seeds.withered_between("other", *week)) == 0
+    after = (at, at + timedelta(days=7))
+    assert store.read_sync(lambda tx: tx.seeds.withered_between("w", *after)) == 0
 
 
 SEGMENTS = ["user", "sleep", "a_b", "a%", "axb", "sleepover", "x.y", "%", "_"]
