@@ -526,3 +526,42 @@ async def test_emit_raw_judges_the_time_by_the_bus_clock(store: Store) -> None:
         with pytest.raises(SignalRejected) as exc:
             await bus.emit_raw(emitted(later + timedelta(minutes=10)))
         assert [e.field for e in exc.value.errors] == ["emitted_at"]
+
+
+class HeldOnRetry(Flaky):
+    """Fails once; holds its second attempt until released, so the failure can be read."""
+
+    def __init__(self) -> None:
+        super().__init__(failures=1)
+        self.retrying = anyio.Event()
+        self.release = anyio.Event()
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        if delivery.attempt == 2:
+            self.retrying.set()
+            await self.release.wait()
+        await super().deliver(signal, delivery)
+
+
+@pytest.mark.asyncio
+async def test_a_failed_attempt_is_logged_and_scheduled_by_the_bus_clock(store: Store) -> None:
+    flaky = HeldOnRetry()
+    policy = RetryPolicy(max_attempts=3, base_delay=0.2, max_delay=0.2)
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [flaky], retry=policy, clock=lambda: T0) as bus:
+            stored = await bus.emit(signal())
+            with anyio.fail_after(10):
+                await flaky.retrying.wait()
+            [pending] = store.read_sync(lambda tx: tx.signals.get(stored.id)).deliveries  # type: ignore[union-attr]
+            flaky.release.set()
+            assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
+    [failed] = [line for line in logs if line["event"] == "delivery failed"]
+    assert (failed["receptor"], failed["attempt"], failed["outcome"]) == ("flaky", 1, "retrying")
+    assert 0.1 <= failed["retry_in"] <= 0.2  # half the ceiling, plus jitter up to the other half
+    assert (pending.status, pending.attempts, pending.last_error) == (
+        "pending",
+        1,
+        "transient failure 1",
+    )
+    assert pending.next_attempt_at == T0 + timedelta(seconds=failed["retry_in"])
+    assert flaky.attempts == [1, 2]
