@@ -565,3 +565,34 @@ async def test_a_failed_attempt_is_logged_and_scheduled_by_the_bus_clock(store: 
     )
     assert pending.next_attempt_at == T0 + timedelta(seconds=failed["retry_in"])
     assert flaky.attempts == [1, 2]
+
+
+def test_retry_delays_double_up_to_the_ceiling_with_jitter_in_the_upper_half() -> None:
+    policy = RetryPolicy(max_attempts=5, base_delay=1.0, max_delay=5.0)
+    for attempt, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (5, 5.0)]:
+        delays = [policy.delay(attempt) for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays), attempt
+        assert max(delays) - min(delays) > ceiling / 10, "jittered"
+
+
+class NoBatches(Counter):
+    """Its batches fail for a reason of its own, not a signal's: each is applied alone."""
+
+    def apply_batch(self, tx: Tx, signals: Sequence[Signal]) -> None:
+        if len(signals) > 1:
+            raise RuntimeError("batches are broken here")
+        super().apply_batch(tx, signals)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_that_breaks_without_naming_a_signal_is_applied_one_by_one(
+    store: Store,
+) -> None:
+    create_applied_table(store)
+    stored = await backlog_of(store, "counter", [signal(n) for n in range(3)])
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [NoBatches()], retry=FAST) as bus:
+            with anyio.fail_after(10):
+                await bus.drained()
+    assert applied(store) == [s.id for s in stored]
+    assert delivered_lines(logs) == [(1, s.id, s.seq) for s in stored]

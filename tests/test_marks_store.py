@@ -260,3 +260,53 @@ def test_scoring_among_ids_keeps_only_what_the_filters_allow(store: Store) -> No
     assert scored(provenances=["observed"]) == ["kept", "stale"]
     [kept] = store.read_sync(lambda tx: tx.marks.score_among(["kept"], "w", ["active"], later))
     assert kept.value == pytest.approx(2 ** (-1 / 7))
+
+
+def test_ending_and_forgetting_stamp_the_mark_and_wipe_its_evidence(store: Store) -> None:
+    ended, forgotten = T0 + timedelta(days=1), T0 + timedelta(days=2)
+    insert(store, make_mark("m1", "user.x"), make_mark("m2", "user.y"))
+    m2 = store.read_sync(lambda tx: tx.marks.get("m2"))
+    assert m2 is not None
+    again = Reinforcement(
+        id="rf1",
+        mark_id="m2",
+        reinforced_at=T0,
+        reinforced_by="tester",
+        evidence={"note": "again"},
+        strength_delta=0.2,
+    )
+    store.write_sync(lambda tx: tx.marks.reinforce([(m2, again)]))
+
+    assert store.write_sync(lambda tx: tx.marks.end("m1", "retracted", "wrong", ended))
+    assert not store.write_sync(lambda tx: tx.marks.end("m1", "retracted", "twice", ended))
+    m1 = store.read_sync(lambda tx: tx.marks.get("m1"))
+    assert m1 is not None
+    assert (m1.state, m1.ended_at, m1.ended_reason, m1.updated_at, m1.observation) == (
+        "retracted",
+        ended,
+        "wrong",
+        ended,
+        "about user.x",
+    )
+
+    store.write_sync(lambda tx: tx.marks.erase(["m1", "m2"], "asked to", forgotten))
+    after = {m.id: m for m in store.read_sync(lambda tx: tx.marks.get_many(["m1", "m2"]))}
+    assert [(m.state, m.observation, m.evidence, m.ended_reason) for m in after.values()] == [
+        ("forgotten", "", {}, "asked to")
+    ] * 2
+    assert after["m1"].ended_at == ended, "it ended first: that date stands"
+    assert after["m2"].ended_at == forgotten
+    [kept] = store.read_sync(lambda tx: tx.marks.reinforcements_of(["m2"]))["m2"]
+    assert (kept.id, kept.evidence, kept.strength_delta) == ("rf1", {}, 0.2)
+
+
+def test_an_import_counts_only_the_marks_it_added(store: Store) -> None:
+    insert(store, make_mark("m1", "user.x"))
+    exported = [  # as an export file holds them
+        {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+        for row in store.read_sync(lambda tx: tx.marks.all_rows())
+    ]
+    assert store.write_sync(lambda tx: tx.marks.restore([], [])) == 0
+    assert store.write_sync(lambda tx: tx.marks.restore(exported, [])) == 0
+    fresh = [row | {"id": "m9"} for row in exported]
+    assert store.write_sync(lambda tx: tx.marks.restore(fresh, [])) == 1
