@@ -175,6 +175,18 @@ def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
         reviewed_at,
     )
 
+    undone_at = reviewed_at + timedelta(hours=1)
+    assert store.write_sync(lambda tx: tx.seeds.undo_review("s1", undone_at))
+    assert not store.write_sync(lambda tx: tx.seeds.undo_review("s1", undone_at))  # pending
+    undone = store.read_sync(lambda tx: tx.seeds.get("s1", "w"))
+    assert undone is not None
+    assert (undone.state, undone.reviewed_by, undone.reviewed_at, undone.updated_at) == (
+        "pending",
+        None,
+        None,
+        undone_at,
+    )
+
 
 def test_seeds_wither_in_their_own_workspace_only(store: Store) -> None:
     store.write_sync(

@@ -174,3 +174,20 @@ def test_the_listing_filters_by_type_and_source_newest_first_up_to_its_limit(
     assert listed(signal_type="test.ping", source="source-5") == []
     assert listed(limit=2) == ["u1", "o1"]
     assert listed(status="delivered", signal_type="test.ping", limit=3) == ["p4", "p3", "p2"]
+
+
+def test_the_payloads_governance_reads_stay_in_their_workspace(store: Store) -> None:
+    def stored(workspace: str, n: int) -> str:
+        signal = make_signal("memory.observation", {"n": n}, workspace_id=workspace)
+        store.write_sync(lambda tx: tx.signals.append([NewSignal(signal, LATER)]))
+        return signal.id
+
+    mine, theirs, asked_for = stored("w", 1), stored("other", 2), stored("other", 3)
+    found = store.read_sync(
+        lambda tx: tx.signals.payloads("w", ["memory.observation"], [asked_for])
+    )
+    assert sorted(found, key=lambda pair: pair[1]["n"]) == [
+        (mine, {"n": 1}),
+        (asked_for, {"n": 3}),
+    ]
+    assert theirs not in dict(found)
