@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import threading
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -23,7 +25,7 @@ from support import T0
 from daemon.bus import SignalBus
 from daemon.core.signal import Signal
 from daemon.store import Store, Tx
-from daemon.store.engine import StoreLost
+from daemon.store.engine import StoreCorrupt, StoreLost, check_sqlite_file
 from daemon.store.migrate import current_revision, head_revision, upgrade
 from daemon.store.signal_log import NewSignal, Stored
 
@@ -283,3 +285,31 @@ async def test_a_new_database_is_private_whatever_the_umask(tmp_path: Path) -> N
             store.close()
     finally:
         os.umask(previous)
+
+
+def test_a_sqlite_file_is_checked_before_the_daemon_uses_it(tmp_path: Path) -> None:
+    database = tmp_path / "cambium.db"
+    url = f"sqlite:///{database}"
+    check_sqlite_file(url)  # missing: a new store will be made
+    database.write_bytes(b"")
+    check_sqlite_file(url)  # empty: the same
+    check_sqlite_file("postgresql+psycopg://nobody@127.0.0.1:1/none")  # not a file to check
+
+    with closing(sqlite3.connect(database)) as connection:
+        connection.execute("CREATE TABLE t (body TEXT)")
+        connection.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 400)
+        connection.execute("CREATE INDEX ix_t ON t (body)")
+        connection.commit()
+    check_sqlite_file(url)
+
+    data = bytearray(database.read_bytes())
+    page = 4096
+    middle = len(data) // page // 2 * page
+    data[middle : middle + page] = b"\xa5" * page  # scribble over a whole b-tree page
+    database.write_bytes(bytes(data))
+    with pytest.raises(StoreCorrupt, match=r"(?s)is corrupt \(.+\); restore it from a backup"):
+        check_sqlite_file(url)
+
+    database.write_bytes(b"this is not SQLite, just some text\n" * 200)
+    with pytest.raises(StoreCorrupt, match="is not a usable SQLite database"):
+        check_sqlite_file(url)
