@@ -596,3 +596,31 @@ async def test_a_batch_that_breaks_without_naming_a_signal_is_applied_one_by_one
                 await bus.drained()
     assert applied(store) == [s.id for s in stored]
     assert delivered_lines(logs) == [(1, s.id, s.seq) for s in stored]
+
+
+class CommitsTwice(Receptor):
+    key: ClassVar[str] = "twice"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
+
+    def __init__(self) -> None:
+        self.seen_checkpoints: list[Any] = []
+        self.second: BaseException | None = None
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        await delivery.save_checkpoint({"step": 1})
+        self.seen_checkpoints.append(delivery.checkpoint)
+        await delivery.commit(lambda tx: None)
+        try:
+            await delivery.commit(lambda tx: None)
+        except RuntimeError as exc:
+            self.second = exc
+
+
+@pytest.mark.asyncio
+async def test_a_delivery_commits_once_and_sees_the_checkpoint_it_saved(store: Store) -> None:
+    receptor = CommitsTwice()
+    async with SignalBus(store, [receptor], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"twice": "delivered"}
+    assert receptor.seen_checkpoints == [{"step": 1}]
+    assert str(receptor.second) == "a delivery is committed once"

@@ -267,7 +267,7 @@ async def test_a_deleted_database_file_refuses_every_write(tmp_path: Path) -> No
 
 @pytest.mark.asyncio
 async def test_a_new_database_is_private_whatever_the_umask(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/data/cambium.db"
+    url = f"sqlite:///{tmp_path}/home/data/cambium.db"  # neither directory exists yet
     previous = os.umask(0o022)
     try:
         upgrade(url)
@@ -275,12 +275,12 @@ async def test_a_new_database_is_private_whatever_the_umask(tmp_path: Path) -> N
         store.start()
         try:
             await store.write(lambda tx: tx.connection.execute(text("CREATE TABLE t (n INT)")))
-            files = sorted((tmp_path / "data").iterdir())
+            files = sorted((tmp_path / "home" / "data").iterdir())
             assert [f.name for f in files] == ["cambium.db", "cambium.db-shm", "cambium.db-wal"]
             assert {f.name: f.stat().st_mode & 0o777 for f in files} == dict.fromkeys(
                 (f.name for f in files), 0o600
             )
-            assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700
+            assert (tmp_path / "home" / "data").stat().st_mode & 0o777 == 0o700
         finally:
             store.close()
     finally:
