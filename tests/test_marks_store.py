@@ -129,9 +129,13 @@ def test_reinforce_counts_revives_and_is_idempotent(store: Store) -> None:
 
 def test_wither_sweep(store: Store) -> None:
     insert(store, make_mark("fresh", "a.b"), make_mark("old", "a.c", initial_strength=0.3))
-    withered = store.write_sync(lambda tx: wither_sweep(tx, "w", T0 + timedelta(days=21)))
+    swept_at = T0 + timedelta(days=21)
+    withered = store.write_sync(lambda tx: wither_sweep(tx, "w", swept_at))
     assert withered == ["old"]
     assert ids(store, "a", states=("withered",)) == ["old"]
+    old, fresh = store.read_sync(lambda tx: tx.marks.get_many(["old", "fresh"]))
+    assert (old.updated_at, fresh.updated_at) == (swept_at, T0)
+    assert store.write_sync(lambda tx: tx.marks.set_state([], "withered", swept_at)) == 0
 
 
 def seed(seed_id: str, minutes: int, workspace: str = "w") -> Seed:
