@@ -444,14 +444,23 @@ def delivered_lines(logs: list[dict[str, Any]]) -> list[tuple[int, str, int]]:
     ]
 
 
-@pytest.mark.asyncio
-async def test_a_backlog_is_applied_in_one_transaction_and_logged_once(store: Store) -> None:
+async def drain_backlog(
+    store: Store, receptor: Receptor, signals: Sequence[Signal]
+) -> tuple[list[Stored], list[dict[str, Any]]]:
+    """``signals`` left behind ``receptor``'s cursor, then a bus started to deliver them: what
+    was stored, and what the bus logged until it had drained."""
     create_applied_table(store)
-    stored = await backlog_of(store, "counter", [signal(n) for n in range(5)])
+    stored = await backlog_of(store, receptor.key, signals)
     with structlog.testing.capture_logs() as logs:
-        async with SignalBus(store, [Counter()], retry=FAST) as bus:
+        async with SignalBus(store, [receptor], retry=FAST) as bus:
             with anyio.fail_after(10):
                 await bus.drained()
+    return stored, logs
+
+
+@pytest.mark.asyncio
+async def test_a_backlog_is_applied_in_one_transaction_and_logged_once(store: Store) -> None:
+    stored, logs = await drain_backlog(store, Counter(), [signal(n) for n in range(5)])
     assert applied(store) == [s.id for s in stored]
     assert delivered_lines(logs) == [(5, stored[0].id, stored[-1].seq)]
     assert [line for line in logs if line["log_level"] in ("warning", "error")] == []
@@ -468,14 +477,8 @@ async def test_a_poisoned_signal_in_a_backlog_holds_back_only_itself(
 ) -> None:
     # The ones before it are applied together again without it; it goes dead on its own;
     # the ones after it follow in order.
-    create_applied_table(store)
-    stored = await backlog_of(
-        store, "counter", [signal(n, payload={"poison": n == poisoned}) for n in range(5)]
-    )
-    with structlog.testing.capture_logs() as logs:
-        async with SignalBus(store, [PoisonAware()], retry=FAST) as bus:
-            with anyio.fail_after(10):
-                await bus.drained()
+    backlog = [signal(n, payload={"poison": n == poisoned}) for n in range(5)]
+    stored, logs = await drain_backlog(store, PoisonAware(), backlog)
     assert applied(store) == [s.id for n, s in enumerate(stored) if n != poisoned]
     complaints = [
         (line["event"], line["signal_id"], line["outcome"], line["error"])
@@ -588,12 +591,7 @@ class NoBatches(Counter):
 async def test_a_batch_that_breaks_without_naming_a_signal_is_applied_one_by_one(
     store: Store,
 ) -> None:
-    create_applied_table(store)
-    stored = await backlog_of(store, "counter", [signal(n) for n in range(3)])
-    with structlog.testing.capture_logs() as logs:
-        async with SignalBus(store, [NoBatches()], retry=FAST) as bus:
-            with anyio.fail_after(10):
-                await bus.drained()
+    stored, logs = await drain_backlog(store, NoBatches(), [signal(n) for n in range(3)])
     assert applied(store) == [s.id for s in stored]
     assert delivered_lines(logs) == [(1, s.id, s.seq) for s in stored]
 
