@@ -82,7 +82,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0005"
+    assert current_revision(db_url) == head_revision() == "0006"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -176,7 +176,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0005"
+    assert current_revision(db_url) == head_revision() == "0006"
     store = Store(db_url)
     try:
         found = {
@@ -202,3 +202,47 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
         ("s7", 1, {"position": 12})
     ]
     assert counts.pending == 3 and counts.dead == 2
+
+
+def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
+    db_url: str,
+) -> None:
+    """0006 drops indexes no query uses and replaces the state index by one on forgotten
+    marks: the marks are all there, prefix queries still use their index, and the forgotten
+    ones are still found."""
+    upgrade(db_url, "0005")
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        for mark_id, subject, state in [
+            ("mk_1", "user.food", "active"),
+            ("mk_2", "user.food.fruit", "withered"),
+            ("mk_3", "user.sleep", "forgotten"),
+        ]:
+            connection.execute(
+                text(
+                    "INSERT INTO memory_marks (id, workspace_id, subject, observation,"
+                    " fingerprint, evidence, initial_strength, half_life_days, observed_by,"
+                    " first_observed_at, last_reinforced_at, reinforcement_count, affinity,"
+                    " substrate_refs, state, provenance, created_at, updated_at) VALUES (:id,"
+                    " 'default', :subject, 'something', 'f', '{\"note\": \"n\"}', 0.8, 7.0,"
+                    " 'ada', :t, :t, 0, '[]', '[]', :state, 'observed', :t, :t)"
+                ),
+                {"id": mark_id, "subject": subject, "state": state, "t": T0.replace(tzinfo=None)},
+            )
+    engine.dispose()
+
+    upgrade(db_url)
+
+    assert current_revision(db_url) == head_revision() == "0006"
+    store = Store(db_url)
+    try:
+        under_food = store.read_sync(
+            lambda tx: tx.marks.find("default", "user.food", states=("active", "withered"))
+        )
+        forgotten = store.read_sync(lambda tx: tx.marks.forgotten_ids())
+        every = store.read_sync(lambda tx: tx.marks.all_ids())
+    finally:
+        store.close()
+    assert [m.id for m in under_food] == ["mk_1", "mk_2"]
+    assert forgotten == {"mk_3"}
+    assert every == {"mk_1", "mk_2", "mk_3"}

@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, insert, or_, select, update
+from sqlalchemy import Select, bindparam, func, insert, literal_column, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -264,8 +264,9 @@ class Marks:
         return int(self.connection.execute(select(func.count()).select_from(marks)).scalar_one())
 
     def forgotten_ids(self) -> set[str]:
-        """Marks whose text ``memory.forget`` erased (through the state index)."""
-        query = select(marks.c.id).where(marks.c.state == "forgotten")
+        """Marks whose text ``memory.forget`` erased (through their partial index)."""
+        # Spelled as the index's own condition (a bound value would not match it).
+        query = select(marks.c.id).where(marks.c.state == literal_column("'forgotten'"))
         return set(self.connection.execute(query).scalars())
 
     def all_ids(self) -> set[str]:
