@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +36,23 @@ def test_defaults_are_filled() -> None:
     assert signal.emitted_at == NOW
     assert signal.payload == {} and signal.affinity == []
     assert len(signal.id) == 32
+
+
+def test_generated_ids_sort_in_the_order_they_were_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ids the daemon makes are UUIDv7s: made a millisecond apart, they sort by time (so a
+    commit of many new signals writes neighbouring entries of the id index), and they are
+    unique and valid ids within one millisecond too."""
+    clock = iter(range(1_800_000_000_000_000_000, 1_800_000_000_100_000_000, 1_000_000))
+    monkeypatch.setattr("daemon.core.signal.time.time_ns", lambda: next(clock))
+    made = [Signal.parse(valid(), now=NOW).id for _ in range(50)]
+    assert sorted(made) == made and len(set(made)) == 50
+    assert {uuid.UUID(i).version for i in made} == {7}
+    assert made[0].startswith(f"{1_800_000_000_000:012x}")
+    monkeypatch.setattr("daemon.core.signal.time.time_ns", lambda: 1_800_000_000_000_000_000)
+    same_millisecond = {Signal.parse(valid(), now=NOW).id for _ in range(1000)}
+    assert len(same_millisecond) == 1000
 
 
 def test_class_is_accepted_under_its_wire_name() -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
+import secrets
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -58,7 +59,15 @@ Tag = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_no_nul
 
 
 def new_signal_id() -> str:
-    return uuid.uuid4().hex
+    """32 hex digits laid out as a UUIDv7: the millisecond first, then 74 random bits.
+
+    Ids made in time order land next to each other in the log's unique id index, so a
+    commit of many signals touches one or two index pages instead of one page per signal
+    (each page written is more for the commit's fsync to carry)."""
+    value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
+    return f"{value:032x}"
 
 
 class Signal(BaseModel):
