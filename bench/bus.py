@@ -9,8 +9,11 @@ The configurations, in the order each round measures them:
   emit until :meth:`SignalBus.drained` (the receptor's marks committed), with the latency of
   each emit's acknowledgement (durably stored);
 - the floor (:class:`bench.baseline.ObservationFloor`): plain ``sqlite3`` writing only the
-  rows an observation needs, 1 and 8 to a commit, with no validation, loop or threads; no
-  bus on this disk can beat it, so its ratios bound the goals' reach;
+  rows an observation needs (the signal, the mark, the cursor), 1 and 8 to a commit, with
+  no validation, loop or threads; no bus that writes the mark in the emit's commit can beat
+  it on this disk, so its ratios bound the goals' reach. Beside it the floor of the other
+  design, "marks later": only the signals in the durable commit, the marks after, 64 to a
+  commit that does not wait for fsync;
 - huey's ``SqliteHuey`` durable pipeline with 8 producer threads (:mod:`bench.peers`);
 - over the Unix socket, one real daemon for the whole run, 8 client threads: ``POST
   /v1/signals`` end to end (until ``/v1/health`` shows nothing pending), then the same
@@ -22,7 +25,10 @@ pipelines (the socket against huey) are taken between their bracket ratios, whic
 the disk's drift between the two; ratios against a no-op request, which does not touch the
 disk, are taken between the rates of the same round. Every signal is an observation of its
 own (1,000 subjects), so every one makes a mark. The in-process bus logs at warning; the
-daemon logs as configured by default. 3 rounds take about 2 minutes on two CPUs.
+daemon logs as configured by default. 3 rounds take about 3 minutes on two CPUs.
+
+Last, a count rather than a rate: the pages one signal writes to SQLite's write-ahead log,
+end to end (:func:`wal_pages_per_signal`), which the commit's fsync must carry.
 
     .venv/bin/python -m bench.bus [--rounds 3] [--seconds 3]
 """
@@ -31,9 +37,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import anyio
@@ -64,11 +71,15 @@ ROUNDS = 3
 FIGURE_SECONDS = 3.0
 RAW_SECONDS = 1.0
 CLIENTS = 8
+PAGES_SECONDS = 1.0
+WAL_FRAME_HEADER = 24  # bytes before each page in the log
 
 ONE_EMITTER = "in-process, 1 emitter"
 EIGHT_EMITTERS = "in-process, 8 emitters"
 FLOOR_ONE = "floor: sqlite3 alone, 1 observation/commit"
 FLOOR_EIGHT = "floor: sqlite3 alone, 8 observations/commit"
+FLOOR_ONE_LATER = "floor: sqlite3 alone, 1 signal/commit, marks later"
+FLOOR_EIGHT_LATER = "floor: sqlite3 alone, 8 signals/commit, marks later"
 HUEY = "huey SqliteHuey, 8 producers"
 POST = "socket POST /v1/signals, 8 clients"
 BARE = "socket bare GET (404), 8 clients"
@@ -78,6 +89,8 @@ UNITS = {
     EIGHT_EMITTERS: "signals/s",
     FLOOR_ONE: "signals/s",
     FLOOR_EIGHT: "signals/s",
+    FLOOR_ONE_LATER: "signals/s",
+    FLOOR_EIGHT_LATER: "signals/s",
     HUEY: "tasks/s",
     POST: "signals/s",
     BARE: "req/s",
@@ -90,11 +103,26 @@ POST_OVER_BARE = 0.5
 POST_OVER_HUEY = 2.5
 
 
+@contextmanager
+def fresh_database(path: Path) -> Iterator[str]:
+    """The URL of a new, migrated SQLite database at ``path``, removed afterwards."""
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    try:
+        yield url
+    finally:
+        for file in path.parent.glob(f"{path.name}*"):  # with its -wal and -shm
+            file.unlink()
+
+
 async def emit_for(path: Path, emitters: int, seconds: float, numbers: Iterator[int]) -> Run:
     """``emitters`` tasks emitting for ``seconds`` into a bus on a fresh database at
     ``path``, then until the bus has drained."""
-    url = f"sqlite:///{path}"
-    upgrade(url)
+    with fresh_database(path) as url:
+        return await emit_into(url, emitters, seconds, numbers)
+
+
+async def emit_into(url: str, emitters: int, seconds: float, numbers: Iterator[int]) -> Run:
     store = Store(url)
     store.start()
     latencies: list[float] = []
@@ -117,9 +145,25 @@ async def emit_for(path: Path, emitters: int, seconds: float, numbers: Iterator[
             elapsed = time.perf_counter() - started
     finally:
         store.close()
-    for file in path.parent.glob(f"{path.name}*"):  # with its -wal and -shm
-        file.unlink()
     return Run(len(latencies), elapsed, latencies)
+
+
+def wal_pages_per_signal(path: Path, emitters: int, numbers: Iterator[int]) -> float:
+    """Pages the bus writes to SQLite's write-ahead log per signal, end to end (the
+    signal, the receptor's mark, the cursor). The commit's fsync carries them all, so on
+    this disk they cost time in proportion; a raw 1-row commit writes one. A reader holds
+    the first snapshot open meanwhile, so no checkpoint can start the log over: its growth
+    is everything written. A count, not a rate: the same on a quiet machine or a busy one."""
+    with fresh_database(path) as url, closing(sqlite3.connect(path)) as reader:
+        reader.execute("PRAGMA journal_mode=WAL")  # (a store's first connection would)
+        page_size: int = reader.execute("PRAGMA page_size").fetchone()[0]
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM signals").fetchone()
+        wal = path.with_name(f"{path.name}-wal")
+        before = wal.stat().st_size if wal.exists() else 0
+        run = anyio.run(emit_into, url, emitters, PAGES_SECONDS, numbers)
+        frames = (wal.stat().st_size - before) / (WAL_FRAME_HEADER + page_size)
+    return frames / run.count
 
 
 def post_for(daemon: DaemonHome, seconds: float, numbers: Iterator[int]) -> Run:
@@ -148,6 +192,12 @@ def measure(root: Path, rounds: int, seconds: float) -> Rounds:
             Configuration(EIGHT_EMITTERS, lambda: in_process(8)),
             Configuration(FLOOR_ONE, lambda: floor.observations(1, seconds)),
             Configuration(FLOOR_EIGHT, lambda: floor.observations(8, seconds)),
+            Configuration(
+                FLOOR_ONE_LATER, lambda: floor.observations(1, seconds, marks_later=True)
+            ),
+            Configuration(
+                FLOOR_EIGHT_LATER, lambda: floor.observations(8, seconds, marks_later=True)
+            ),
             Configuration(HUEY, lambda: huey.measure(CLIENTS, seconds, numbers)),
             Configuration(POST, lambda: post_for(daemon, seconds, numbers)),
             Configuration(
@@ -199,13 +249,23 @@ def run(rounds: int = ROUNDS, seconds: float = FIGURE_SECONDS) -> Part:
     configure_logging("warning", json=True)
     with scratch() as root:
         measured = measure(root, rounds, seconds)
+        numbers = itertools.count(10**9)  # after every observation the rounds made
+        pages = {
+            emitters: wal_pages_per_signal(root / f"pages-{emitters}.db", emitters, numbers)
+            for emitters in (1, 8)
+        }
     details = {
         "rounds": rounds,
         "seconds": seconds,
         "raw_seconds": RAW_SECONDS,
         "measured": {name: [r.summary() for r in each] for name, each in measured.items()},
+        "wal_pages_per_signal": pages,
     }
-    return Part("bus", figures(measured), details)
+    shown = figures(measured) + [
+        Figure(f"in-process, {emitters} emitter{'s' * (emitters > 1)}: WAL pages/signal", n, "")
+        for emitters, n in pages.items()
+    ]
+    return Part("bus", shown, details)
 
 
 if __name__ == "__main__":
