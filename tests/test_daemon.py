@@ -22,6 +22,8 @@ from daemon.store.tables import RhythmStateTable, SignalTable
 from daemon.testing import DaemonHome, running
 from rhythms.template import bundled_templates, latest_slot
 
+PATIENCE = 30.0  # seconds to wait for the watcher (a bound for a busy machine, not a timing check)
+
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 
 OBSERVATION = {
@@ -126,7 +128,9 @@ def test_bad_requests_get_field_errors_and_the_daemon_keeps_serving(home: Daemon
         assert again.status_code == 200 and again.json() == {"id": stored["id"], "duplicate": True}
 
 
-def test_substrate_edits_are_seen_within_a_second(home: DaemonHome) -> None:
+def test_substrate_edits_are_seen_by_the_running_daemon(home: DaemonHome) -> None:
+    """Edits in place, saves by rename, new files and rewrites all reach recall without a
+    restart. How soon is measured in ``bench.watcher``, not here: the wait is only bounded."""
     soul = home.root / "SOUL.md"
     soul.write_text("# Soul\nI am patient.\n")
     lessons = home.root / "memory" / "long-term" / "lessons.md"
@@ -136,28 +140,27 @@ def test_substrate_edits_are_seen_within_a_second(home: DaemonHome) -> None:
         hits = home.get("/v1/recall", about=word, layers="substrate").json()["substrate"]
         return any(word in hit["excerpt"].lower() for hit in hits)
 
-    def within_a_second(word: str) -> float:
-        started = time.monotonic()
-        while time.monotonic() - started < 1.0:
-            if seen(word):
-                return time.monotonic() - started
+    def eventually_seen(word: str) -> None:
+        deadline = time.monotonic() + PATIENCE
+        while not seen(word):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{word!r} never reached recall")
             time.sleep(0.02)
-        raise AssertionError(f"{word!r} not visible within one second")
 
     with running(home):
         assert seen("patient")
         with soul.open("a") as f:  # edit in place
             f.write("I love gardening.\n")
-        within_a_second("gardening")
+        eventually_seen("gardening")
         replacement = home.root / ".SOUL.md.swp"  # an editor's save: write, then rename over
         replacement.write_text("# Soul\nI love pottery now.\n")
         os.replace(replacement, soul)
-        within_a_second("pottery")
+        eventually_seen("pottery")
         assert not seen("gardening")
         (home.root / "memory" / "long-term" / "new.md").write_text("Kayaking on Sundays.\n")
-        within_a_second("kayaking")
+        eventually_seen("kayaking")
         lessons.write_text("# Lessons\nSalt the pasta water.\n")
-        within_a_second("pasta")
+        eventually_seen("pasta")
 
 
 def test_invalid_config_exits_2_naming_the_key_and_leaves_no_socket(home: DaemonHome) -> None:
