@@ -11,7 +11,7 @@ import pytest
 from support import T0, make_signal
 
 from daemon.store import Store, Tx
-from daemon.store.signal_log import DeliveryCounts, NewSignal, Stored
+from daemon.store.signal_log import DeliveriesPending, DeliveryCounts, NewSignal, Stored
 
 LATER = T0 + timedelta(minutes=5)
 
@@ -191,3 +191,127 @@ def test_the_payloads_governance_reads_stay_in_their_workspace(store: Store) -> 
         (asked_for, {"n": 3}),
     ]
     assert theirs not in dict(found)
+
+
+def test_a_delivery_delivered_after_failing_shows_when(
+    store: Store, log: dict[str, Stored]
+) -> None:
+    found = store.read_sync(lambda tx: tx.signals.get(log["p4"].id))
+    assert found is not None
+    shown = found.to_json()
+    assert (shown["seq"], shown["stored_at"]) == (log["p4"].seq, "2026-04-11T10:05:00Z")
+    assert shown["deliveries"] == [
+        {
+            "receptor": "a",
+            "status": "pending",
+            "attempts": 0,
+            "last_error": None,
+            "next_attempt_at": None,
+            "delivered_at": None,
+        },
+        {
+            "receptor": "b",
+            "status": "delivered",
+            "attempts": 2,
+            "last_error": None,
+            "next_attempt_at": None,
+            "delivered_at": "2026-04-11T10:00:00Z",
+        },
+    ]
+
+
+def test_a_stored_signal_reads_back_as_it_was_emitted(store: Store) -> None:
+    signal = make_signal(
+        "test.ping",
+        {"n": 1},
+        signal_class="procedure",
+        source_layer="tool",
+        workspace_id="w",
+        cascade_potential=True,
+        affinity=["food"],
+        idempotency_key="ping-1",
+        correlation_id="conversation-7",
+        causation_id="sg-cause",
+    )
+    store.write_sync(lambda tx: tx.signals.append([NewSignal(signal, LATER)]))
+    found = store.read_sync(lambda tx: tx.signals.get(signal.id))
+    assert found is not None
+    assert found.signal.to_json_dict() == signal.to_json_dict()
+
+
+def two_failures(store: Store) -> tuple[Stored, Stored]:
+    """Receptor ``r``: its first signal dead and retried by hand (below the cursor), its
+    second failed once and waiting to be retried (above it)."""
+    store.write_sync(lambda tx: tx.signals.register("r", {"test.ping"}, T0))
+    first, second = append(store, "test.ping", 1), append(store, "test.ping", 2)
+    store.write_sync(lambda tx: give_up_on_next(tx, "r"))
+    store.write_sync(lambda tx: fail_next_once(tx, "r"))
+    assert store.write_sync(lambda tx: tx.signals.revive_dead(first.id, LATER)) == ["r"]
+    return first, second
+
+
+def test_a_hand_retried_delivery_is_settled_once_and_alone(store: Store) -> None:
+    first, second = two_failures(store)
+    position, [revived] = store.read_sync(lambda tx: tx.signals.next_deliveries("r", 10))
+    assert revived.signal.id == first.id
+
+    def settle_revived(tx: Tx) -> bool:
+        return tx.signals.settle("r", [revived], position, LATER)
+
+    assert store.write_sync(settle_revived) is True
+    assert store.write_sync(settle_revived) is False, "settled already: not again"
+    late = store.write_sync(
+        lambda tx: tx.signals.record_failure(revived, position, "late", LATER, retry_at=LATER)
+    )
+    assert late is False, "a failure of a delivery settled meanwhile writes nothing"
+
+    def shown(stored: Stored) -> tuple[str, int]:
+        found = store.read_sync(lambda tx: tx.signals.get(stored.id))
+        assert found is not None
+        [state] = found.deliveries
+        return state.status, state.attempts
+
+    assert shown(first) == ("delivered", 1)
+    assert shown(second) == ("pending", 1), "the other failure is still to be retried"
+
+
+def test_a_failure_of_a_delivery_settled_elsewhere_writes_nothing(store: Store) -> None:
+    store.write_sync(lambda tx: tx.signals.register("r", {"test.ping"}, T0))
+    stored = append(store, "test.ping", 1)
+    position, [delivery] = store.read_sync(lambda tx: tx.signals.next_deliveries("r", 10))
+    store.write_sync(lambda tx: tx.signals.settle("r", [delivery], position, T0))  # elsewhere
+    for retry_at in (LATER, None):
+        late = store.write_sync(
+            lambda tx, retry_at=retry_at: tx.signals.record_failure(
+                delivery, position, "broke", LATER, retry_at
+            )
+        )
+        assert late is False
+    assert store.read_sync(lambda tx: tx.signals.status(stored.id)) == {"r": "delivered"}
+    assert store.read_sync(lambda tx: tx.signals.open_counts()) == DeliveryCounts()
+
+
+def test_an_import_waits_until_nothing_is_left_to_deliver(
+    store: Store, log: dict[str, Stored]
+) -> None:
+    exported = store.read_sync(lambda tx: tx.signals.all_rows())
+    head = store.read_sync(lambda tx: tx.signals.head())
+    with pytest.raises(DeliveriesPending) as refused:
+        store.write_sync(lambda tx: tx.signals.restore(exported, LATER))
+    assert str(refused.value) == (
+        "2 deliveries are still pending: start the daemon and let them be delivered"
+        " (cambium status), then import"
+    )
+    assert store.read_sync(lambda tx: tx.signals.head()) == head, "nothing written"
+
+
+def test_an_export_holds_the_log_in_order_after_payloads_were_replaced(store: Store) -> None:
+    stored = [append(store, "test.ping", n) for n in range(3)]
+    forgotten = {"forgotten": "tb_1"}
+    store.write_sync(lambda tx: tx.signals.replace_payloads([stored[0].id], forgotten))
+    rows = store.read_sync(lambda tx: tx.signals.all_rows())
+    assert [(row["id"], row["payload"]) for row in rows] == [
+        (stored[0].id, forgotten),
+        (stored[1].id, {"n": 1}),
+        (stored[2].id, {"n": 2}),
+    ]
