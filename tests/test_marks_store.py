@@ -155,13 +155,12 @@ def seed(seed_id: str, minutes: int, workspace: str = "w") -> Seed:
     )
 
 
+def plant_seeds(store: Store, *seeds: Seed) -> None:
+    store.write_sync(lambda tx: [tx.seeds.insert(s) for s in seeds])
+
+
 def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
-    store.write_sync(
-        lambda tx: [
-            tx.seeds.insert(seed("s1", 0)),
-            tx.seeds.insert(seed("s2", 1)),
-        ]
-    )
+    plant_seeds(store, seed("s1", 0), seed("s2", 1))
     reviewed_at = T0 + timedelta(days=4)
     assert store.write_sync(lambda tx: tx.seeds.review("s1", "accepted", "joshua", reviewed_at))
     assert not store.write_sync(lambda tx: tx.seeds.review("s1", "rejected", "joshua", reviewed_at))
@@ -193,12 +192,8 @@ def test_seeds_by_state_and_review_only_when_pending(store: Store) -> None:
 
 
 def test_seeds_wither_in_their_own_workspace_only(store: Store) -> None:
-    store.write_sync(
-        lambda tx: [
-            tx.seeds.insert(seed("old", 0)),
-            tx.seeds.insert(seed("young", 60)),
-            tx.seeds.insert(seed("old-elsewhere", 0, workspace="other")),
-        ]
+    plant_seeds(
+        store, seed("old", 0), seed("young", 60), seed("old-elsewhere", 0, workspace="other")
     )
     at = T0 + timedelta(days=30)
     cutoff = T0 + timedelta(minutes=30)
@@ -214,6 +209,30 @@ def test_seeds_wither_in_their_own_workspace_only(store: Store) -> None:
     assert store.read_sync(lambda tx: tx.seeds.withered_between("other", *week)) == 0
     after = (at, at + timedelta(days=7))
     assert store.read_sync(lambda tx: tx.seeds.withered_between("w", *after)) == 0
+
+
+def test_a_rejection_can_be_undone_like_an_acceptance(store: Store) -> None:
+    plant_seeds(store, seed("s1", 0))
+    reviewed_at = T0 + timedelta(days=1)
+    assert store.write_sync(lambda tx: tx.seeds.review("s1", "rejected", "ada", reviewed_at))
+    assert store.write_sync(lambda tx: tx.seeds.undo_review("s1", reviewed_at))
+    undone = store.read_sync(lambda tx: tx.seeds.get("s1", "w"))
+    assert undone is not None and (undone.state, undone.reviewed_by) == ("pending", None)
+
+
+def test_the_oldest_pending_seeds_come_in_planting_order_with_their_count(store: Store) -> None:
+    # Ids that sort against the planting order, a reviewed seed and another workspace's.
+    plant_seeds(
+        store,
+        seed("z-first", 0),
+        seed("m-second", 1),
+        seed("a-third", 2),
+        seed("b-reviewed", -5),
+        seed("c-elsewhere", -10, workspace="other"),
+    )
+    store.write_sync(lambda tx: tx.seeds.review("b-reviewed", "accepted", "ada", T0))
+    count, oldest = store.read_sync(lambda tx: tx.seeds.oldest_pending("w", 2))
+    assert (count, [s.id for s in oldest]) == (3, ["z-first", "m-second"])
 
 
 SEGMENTS = ["user", "sleep", "a_b", "a%", "axb", "sleepover", "x.y", "%", "_"]

@@ -9,11 +9,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
+from test_marks_store import plant_seeds, seed
 
 from daemon.bus import SignalBus
 from daemon.config import parse_config
 from daemon.core.seed_gates import seed_refusal
 from daemon.files.daily import DailyLog
+from daemon.services.review import ReviewRefused, reviewable, wither
 from daemon.store import Store
 from receptors.digest import DigestReceptor
 from receptors.observation import ObservationReceptor
@@ -152,6 +154,24 @@ async def test_a_seed_left_pending_too_long_cannot_be_reviewed(store: Store) -> 
         )
         assert await emit_and_settle(bus, review) == {"seeds": "dead"}
     assert "withered: not reviewed within 30 days" in str(last_error(store, review.id))
+
+
+@pytest.mark.parametrize(
+    ("past_the_window", "withers"), [(timedelta(0), False), (timedelta(seconds=1), True)]
+)
+def test_a_seed_withers_exactly_when_it_can_no_longer_be_reviewed(
+    store: Store, past_the_window: timedelta, withers: bool
+) -> None:
+    planted = seed("s1", 0, workspace="default")
+    plant_seeds(store, planted)
+    now = planted.planted_at + timedelta(days=30) + past_the_window
+    try:
+        store.read_sync(lambda tx: reviewable(tx, "default", "s1", now, wither_days=30))
+        refused = False
+    except ReviewRefused as exc:
+        refused = exc.status == 409
+    assert refused is withers
+    assert store.write_sync(lambda tx: wither(tx, "default", now, wither_days=30)) == int(withers)
 
 
 @pytest.mark.asyncio
