@@ -25,24 +25,34 @@ def fleet_store(postgres_url: str) -> Store:
     return Store(postgres_url)
 
 
+def take(store: Store, owner: str, now: float, receptor: str = "counter") -> bool:
+    """``owner`` takes or renews ``receptor``'s lease ``now`` seconds after T0, for 15 s."""
+    at = T0 + timedelta(seconds=now)
+    return store.write_sync(
+        lambda tx: tx.signals.take_lease(receptor, owner, at, at + timedelta(seconds=15))
+    )
+
+
 def test_a_lease_goes_to_one_owner_until_it_expires(fleet_store: Store) -> None:
     store = fleet_store
     store.write_sync(lambda tx: tx.signals.register("counter", {"test.ping"}, T0))
-
-    def take(owner: str, now: float) -> bool:
-        at = T0 + timedelta(seconds=now)
-        return store.write_sync(
-            lambda tx: tx.signals.take_lease("counter", owner, at, at + timedelta(seconds=15))
-        )
-
-    assert take("a", 0) is True
-    assert take("b", 1) is False, "held by a"
-    assert take("a", 10) is True, "renewed by its owner"
-    assert take("b", 20) is False, "renewed until 25"
-    assert take("b", 26) is True, "expired: taken over"
+    assert take(store, "a", 0) is True
+    assert take(store, "b", 1) is False, "held by a"
+    assert take(store, "a", 10) is True, "renewed by its owner"
+    assert take(store, "b", 20) is False, "renewed until 25"
+    assert take(store, "b", 26) is True, "expired: taken over"
     assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": "b"}
     store.write_sync(lambda tx: tx.signals.release_leases("b"))
     assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": None}
+
+
+def test_each_receptor_has_a_lease_of_its_own(fleet_store: Store) -> None:
+    store = fleet_store
+    for receptor in ("counter", "digest"):
+        store.write_sync(lambda tx, r=receptor: tx.signals.register(r, {"test.ping"}, T0))
+    assert take(store, "a", 0, "counter") is True
+    assert take(store, "b", 1, "digest") is True, "a holds counter only"
+    assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": "a", "digest": "b"}
 
 
 @pytest.mark.asyncio
