@@ -26,6 +26,7 @@ from daemon.bus import (
 )
 from daemon.core.signal import Signal, SignalRejected
 from daemon.store import Store, Tx
+from daemon.store.migrate import upgrade
 from daemon.store.signal_log import NewSignal, Stored
 from daemon.store.tables import SignalTable
 
@@ -398,12 +399,16 @@ class OvertakenCounter(Receptor):
 async def test_a_delivery_done_elsewhere_is_never_applied_twice(store: Store) -> None:
     create_applied_table(store)
     receptor = OvertakenCounter(store)
-    async with SignalBus(store, [receptor], retry=FAST) as bus:
-        stored = await bus.emit(signal())
-        with anyio.fail_after(10):
-            await receptor.finished.wait()
-            assert await bus.settled(stored.id) == {"counter": "delivered"}
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [receptor], retry=FAST) as bus:
+            stored = await bus.emit(signal())
+            with anyio.fail_after(10):
+                await receptor.finished.wait()
+                assert await bus.settled(stored.id) == {"counter": "delivered"}
     assert applied(store) == [stored.id], "applied once, by whoever settled it first"
+    said = [(line["event"], line.get("signal_id"), line.get("receptor")) for line in logs]
+    assert ("settled elsewhere", stored.id, "counter") in said, "not a failure: logged as such"
+    assert not [line for line in logs if line["event"] == "delivery failed"]
     assert receptor.refused == [f"delivery of {stored.id} to counter is no longer pending"]
     [delivery] = store.read_sync(lambda tx: tx.signals.get(stored.id)).deliveries  # type: ignore[union-attr]
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 1, None)
@@ -641,3 +646,44 @@ async def test_a_delivery_commits_once_and_sees_the_checkpoint_it_saved(store: S
         assert await wait_for(bus, stored.id) == {"twice": "delivered"}
     assert receptor.seen_checkpoints == [{"step": 1}]
     assert str(receptor.second) == "a delivery is committed once"
+
+
+@pytest.mark.asyncio
+async def test_a_fleet_daemon_logs_what_it_takes_over_and_a_renewal_that_fails(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines an operator of a fleet watches: which receptors a daemon owns once it takes
+    them over, and a lease renewal that failed (what it holds will then expire)."""
+    upgrade(postgres_url)
+    store = Store(postgres_url)
+    store.start()
+    try:
+        first = SignalBus(store, [Counter()], owner="first", lease_seconds=0.6)
+        second = SignalBus(store, [Counter()], owner="second", lease_seconds=0.6)
+        renew = second._leases.renew
+        took_over, failed_once = anyio.Event(), anyio.Event()
+
+        async def renew_then_fail() -> frozenset[str]:
+            if took_over.is_set():
+                failed_once.set()
+                raise ConnectionError("the store is away")
+            owned = await renew()
+            if owned:
+                took_over.set()
+            return owned
+
+        monkeypatch.setattr(second._leases, "renew", renew_then_fail)
+        with structlog.testing.capture_logs() as logs:
+            async with first, second:
+                await first.close()  # gives its lease up: the second's next renewal takes it
+                with anyio.fail_after(20):
+                    await failed_once.wait()
+    finally:
+        store.close()
+    owned = [line for line in logs if line["event"] == "receptors owned"]
+    assert [(line["owner"], line["owned"]) for line in owned] == [("second", ["counter"])]
+    failed = next(line for line in logs if line["event"] == "lease renewal failed")
+    assert (failed["log_level"], failed["error"]) == (
+        "error",
+        "ConnectionError('the store is away')",
+    )
