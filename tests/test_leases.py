@@ -10,6 +10,7 @@ from emitter_process import Counter, applied, create_applied_table
 from support import T0
 
 from daemon.bus import SignalBus
+from daemon.bus.leases import Leases
 from daemon.core.signal import Signal
 from daemon.store import Store
 from daemon.store.migrate import upgrade
@@ -53,6 +54,26 @@ def test_each_receptor_has_a_lease_of_its_own(fleet_store: Store) -> None:
     assert take(store, "a", 0, "counter") is True
     assert take(store, "b", 1, "digest") is True, "a holds counter only"
     assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": "a", "digest": "b"}
+
+
+@pytest.mark.asyncio
+async def test_a_released_lease_is_taken_over_at_once_not_when_it_expires(
+    fleet_store: Store,
+) -> None:
+    store = fleet_store
+    store.start()
+    try:
+        store.write_sync(lambda tx: tx.signals.register("counter", {"test.ping"}, T0))
+        first = Leases(store, "first", ["counter", "digest"], seconds=15, clock=lambda: T0)
+        assert await first.renew() == frozenset({"counter"}), "only receptors with a cursor"
+        await first.release()
+        assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": None}
+        soon = T0 + timedelta(seconds=1)  # 14 s before the lease would have run out
+        second = Leases(store, "second", ["counter"], seconds=15, clock=lambda: soon)
+        assert await second.renew() == frozenset({"counter"})
+        assert await first.renew() == frozenset(), "held by second now"
+    finally:
+        store.close()
 
 
 @pytest.mark.asyncio
