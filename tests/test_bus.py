@@ -687,3 +687,40 @@ async def test_a_fleet_daemon_logs_what_it_takes_over_and_a_renewal_that_fails(
         "error",
         "ConnectionError('the store is away')",
     )
+
+
+@pytest.mark.asyncio
+async def test_a_fleet_daemon_hears_of_an_append_made_by_another(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An emit accepted by one daemon wakes the receptor's owner on another through
+    LISTEN/NOTIFY, long before the owner's next lease renewal (a third of a minute here)
+    would have made it look."""
+    upgrade(postgres_url)
+    owner_store, other_store = Store(postgres_url), Store(postgres_url)
+    owner_store.start()
+    other_store.start()
+    create_applied_table(owner_store)
+    read, idle = owner_store.read, anyio.Event()
+
+    async def read_telling_when_idle(query: Any) -> Any:
+        found = await read(query)
+        if isinstance(found, tuple) and found[1] == []:  # the worker found nothing to do
+            idle.set()
+        return found
+
+    monkeypatch.setattr(owner_store, "read", read_telling_when_idle)
+    try:
+        owner = SignalBus(owner_store, [Counter()], owner="owner", lease_seconds=60)
+        other = SignalBus(other_store, [Counter()], owner="other", lease_seconds=60)
+        async with owner, other:
+            assert (owner.owned, other.owned) == ({"counter"}, frozenset())
+            with anyio.fail_after(10):
+                await idle.wait()  # from here on, only a wake-up makes it look again
+            stored = await other.emit(signal())
+            with anyio.fail_after(10):
+                assert await owner.settled(stored.id) == {"counter": "delivered"}
+    finally:
+        owner_store.close()
+        other_store.close()
+    assert applied(owner_store) == [stored.id]
