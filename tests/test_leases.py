@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import anyio
@@ -56,24 +57,45 @@ def test_each_receptor_has_a_lease_of_its_own(fleet_store: Store) -> None:
     assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": "a", "digest": "b"}
 
 
+@pytest.fixture
+def running_fleet_store(fleet_store: Store) -> Iterator[Store]:
+    """The fleet store, started, with a cursor for ``counter`` (none for ``digest``)."""
+    fleet_store.start()
+    try:
+        fleet_store.write_sync(lambda tx: tx.signals.register("counter", {"test.ping"}, T0))
+        yield fleet_store
+    finally:
+        fleet_store.close()
+
+
+def daemon_leases(store: Store, owner: str, at_seconds: float) -> Leases:
+    """A daemon's leases (15 s long) as they stand ``at_seconds`` after T0."""
+    at = T0 + timedelta(seconds=at_seconds)
+    return Leases(store, owner, ["counter", "digest"], seconds=15, clock=lambda: at)
+
+
 @pytest.mark.asyncio
 async def test_a_released_lease_is_taken_over_at_once_not_when_it_expires(
-    fleet_store: Store,
+    running_fleet_store: Store,
 ) -> None:
-    store = fleet_store
-    store.start()
-    try:
-        store.write_sync(lambda tx: tx.signals.register("counter", {"test.ping"}, T0))
-        first = Leases(store, "first", ["counter", "digest"], seconds=15, clock=lambda: T0)
-        assert await first.renew() == frozenset({"counter"}), "only receptors with a cursor"
-        await first.release()
-        assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": None}
-        soon = T0 + timedelta(seconds=1)  # 14 s before the lease would have run out
-        second = Leases(store, "second", ["counter"], seconds=15, clock=lambda: soon)
-        assert await second.renew() == frozenset({"counter"})
-        assert await first.renew() == frozenset(), "held by second now"
-    finally:
-        store.close()
+    store = running_fleet_store
+    first = daemon_leases(store, "first", 0)
+    assert await first.renew() == frozenset({"counter"}), "only receptors with a cursor"
+    await first.release()
+    assert store.read_sync(lambda tx: tx.signals.owners()) == {"counter": None}
+    # 14 s before the lease would have run out:
+    assert await daemon_leases(store, "second", 1).renew() == frozenset({"counter"})
+    assert await first.renew() == frozenset(), "held by second now"
+
+
+@pytest.mark.asyncio
+async def test_a_lease_its_owner_stopped_renewing_is_taken_over_once_it_runs_out(
+    running_fleet_store: Store,
+) -> None:
+    assert await daemon_leases(running_fleet_store, "first", 0).renew() == {"counter"}
+    # first is gone without releasing (a crash): its lease holds for 15 s, and only that long.
+    assert await daemon_leases(running_fleet_store, "second", 14).renew() == frozenset()
+    assert await daemon_leases(running_fleet_store, "second", 16).renew() == {"counter"}
 
 
 @pytest.mark.asyncio
