@@ -9,7 +9,7 @@ import threading
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -20,9 +20,9 @@ from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
-from support import T0
+from support import FAST_RETRY, T0
 
-from daemon.bus import SignalBus
+from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
 from daemon.store import Store, Tx
 from daemon.store.engine import StoreCorrupt, StoreLost, check_sqlite_file
@@ -109,6 +109,59 @@ async def test_every_acknowledged_emit_commits_durably_with_its_effect(store: St
     assert len(applied(store)) == 12
 
 
+class LoneCounter(Counter):
+    """A store receptor whose backlog is a single signal: delivered through the context's
+    commit rather than as a batch."""
+
+    key: ClassVar[str] = "lone"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.lone"})
+
+
+class FailsFirst(Receptor):
+    """Fails its first attempt; then returns without committing (the bus marks it done)."""
+
+    key: ClassVar[str] = "fails_first"
+    binds: ClassVar[frozenset[str]] = frozenset({"test.fails_first"})
+
+    def __init__(self) -> None:
+        self.attempts: list[int] = []
+
+    async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+        self.attempts.append(delivery.attempt)
+        if delivery.attempt == 1:
+            raise RuntimeError("not yet")
+
+
+@pytest.mark.asyncio
+async def test_what_a_worker_commits_does_not_wait_for_fsync(store: Store) -> None:
+    """A backlog applied in a batch, a single delivery committed with its effect, a failure
+    recorded, a delivery marked done: a power loss may undo any of them together with the
+    cursor's move, and the signal is delivered again, so none waits for fsync. Only the
+    acknowledged emits do (and the cursors' registration, and the leases' release)."""
+    create_applied_table(store)
+    for receptor in (Counter, LoneCounter):
+        store.write_sync(lambda tx, r=receptor: tx.signals.register(r.key, r.binds, T0))
+    backlog = [ping(n) for n in range(3)] + [ping(3).model_copy(update={"type": "test.lone"})]
+    for one in backlog:
+        await store.write_batched(append_signals, NewSignal(one, T0))
+    spy = CommitSpy(store._writer.engine)
+    fails_first = FailsFirst()
+    async with SignalBus(store, [Counter(), LoneCounter(), fails_first], retry=FAST_RETRY) as bus:
+        await bus.emit(ping(4).model_copy(update={"type": "test.fails_first"}))
+        with anyio.fail_after(10):
+            await bus.drained()
+    spy.detach()
+    assert fails_first.attempts == [1, 2]
+    assert sorted(applied(store)) == sorted(s.id for s in backlog)
+    durable = [c for c in spy.commits if c.durable and not c.appended]
+    # The cursors' registration at start, and on PostgreSQL the leases given up at close.
+    assert len(durable) == (2 if store.dialect == "postgresql" else 1)
+    assert all("receptor_cursors" in c.statements for c in durable)
+    assert [c.appended for c in spy.commits if c.durable and c.appended] == [1], "the emit"
+    relaxed = [c.statements for c in spy.commits if not c.durable]
+    assert sum("INSERT INTO test_applied" in c for c in relaxed) == 2, "the batch, the single"
+
+
 class Commit(NamedTuple):
     statements: str  # what the transaction ran through SQLAlchemy, one statement a line
     durable: bool  # the setting in effect when it committed
@@ -123,7 +176,8 @@ class CommitSpy:
         self.engine = engine
         self.commits: list[Commit] = []
         self._statements: list[str] = []
-        self._head = 0
+        with engine.connect() as connection:  # what the log held before
+            self._head = log_head(connection.connection.driver_connection)
         event.listen(engine, "before_cursor_execute", self._executed)
         event.listen(engine, "commit", self._committed)
 
