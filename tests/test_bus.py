@@ -121,6 +121,20 @@ async def test_receptor_finds_its_signal_already_stored(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+async def test_each_batch_of_emits_is_logged_once_with_what_applied_it(store: Store) -> None:
+    create_applied_table(store)
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [Counter(), Recorder(store)]) as bus:
+            await bus.emit(signal())
+            await bus.emit(signal(1, type="test.unbound"))
+    stored = [line for line in logs if line["event"] == "signals stored"]
+    assert [(line["log_level"], line["count"], line["applied"]) for line in stored] == [
+        ("info", 1, ["counter"]),  # in the emit's own commit; the recorder's worker follows
+        ("info", 1, []),
+    ]
+
+
+@pytest.mark.asyncio
 async def test_fails_twice_then_delivered_on_attempt_three(store: Store) -> None:
     flaky = Flaky(failures=2)
     async with SignalBus(store, [flaky], retry=FAST) as bus:
