@@ -345,3 +345,19 @@ def test_an_import_counts_only_the_marks_it_added(store: Store) -> None:
     assert store.write_sync(lambda tx: tx.marks.restore(exported, [])) == 0
     fresh = [row | {"id": "m9"} for row in exported]
     assert store.write_sync(lambda tx: tx.marks.restore(fresh, [])) == 1
+
+
+def test_the_subjects_offered_to_the_extractor_are_those_of_live_memory(store: Store) -> None:
+    """Consolidation hands these to its extractor (a language model, perhaps hosted): the
+    subject of a forgotten, retracted or superseded mark must not leave with them."""
+    insert(
+        store,
+        make_mark("a", "user.a"),
+        make_mark("w", "user.w", state="withered"),
+        make_mark("p", "user.p", state="promoted"),
+        make_mark("r", "user.retracted", state="retracted"),
+        make_mark("s", "user.superseded", state="superseded"),
+        make_mark("f", "user.health", state="forgotten"),
+        make_mark("o", "user.other", workspace_id="other"),
+    )
+    assert store.read_sync(lambda tx: tx.marks.subjects("w")) == ["user.a", "user.p", "user.w"]

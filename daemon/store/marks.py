@@ -323,12 +323,14 @@ class Marks:
         return found
 
     def subjects(self, workspace: str) -> list[str]:
-        """Every subject the workspace's live memory uses (active, withered or promoted)."""
+        """Every subject the workspace's live memory uses (active, withered or promoted):
+        what consolidation offers its extractor to converge on, so never the subject of a
+        retracted, corrected or forgotten mark."""
         return list(
             self.connection.execute(
                 select(marks.c.subject)
                 .distinct()
-                .where(marks.c.workspace_id == workspace, marks.c.state.in_(MARK_STATES))
+                .where(marks.c.workspace_id == workspace, marks.c.state.in_(CURRENT_MARK_STATES))
                 .order_by(marks.c.subject)
             ).scalars()
         )
