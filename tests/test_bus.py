@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal as signal_module
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
+import anyio.to_thread
 import pytest
 import structlog
 from emitter_process import Counter, applied, create_applied_table
@@ -738,3 +741,62 @@ async def test_a_fleet_daemon_hears_of_an_append_made_by_another(
         owner_store.close()
         other_store.close()
     assert applied(owner_store) == [stored.id]
+
+
+class Broken(Counter):
+    """A store receptor whose every application fails, for no signal's fault."""
+
+    key: ClassVar[str] = "broken"
+
+    def apply(self, tx: Tx, signal: Signal) -> None:
+        raise RuntimeError("broken")
+
+    def apply_batch(self, tx: Tx, signals: Sequence[Signal]) -> None:
+        raise RuntimeError("broken")
+
+
+@pytest.mark.asyncio
+async def test_a_store_receptor_failing_in_the_emit_leaves_the_others_applied(
+    store: Store,
+) -> None:
+    create_applied_table(store)
+    async with SignalBus(store, [Broken(), Counter()], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert applied(store) == [stored.id], "the counter applied it in the emit's commit"
+        with anyio.fail_after(10):
+            assert await bus.settled(stored.id) == {"broken": "dead", "counter": "delivered"}
+
+
+@pytest.mark.asyncio
+async def test_emits_before_a_poisoned_one_in_the_same_commit_are_applied_in_it(
+    store: Store,
+) -> None:
+    """Three emits queued behind a busy writer share one commit; the middle one breaks the
+    receptor's contract: the first is applied in that commit all the same, and only the
+    poisoned one and the one after it are left to the receptor's worker."""
+    create_applied_table(store)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold_the_writer(tx: Tx) -> None:
+        entered.set()
+        release.wait(10)
+
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [PoisonAware()], retry=FAST) as bus:
+            held = asyncio.create_task(store.write(hold_the_writer))
+            assert await anyio.to_thread.run_sync(entered.wait, 10)
+            emits = [
+                asyncio.create_task(bus.emit(signal(n, payload={"poison": n == 1})))
+                for n in range(3)
+            ]
+            await asyncio.sleep(0)  # each emit runs up to its wait: all three are queued
+            release.set()
+            await held
+            stored = [await emit for emit in emits]
+            assert applied(store) == [stored[0].id], "applied when its emit returned"
+            with anyio.fail_after(10):
+                await bus.drained()
+    assert applied(store) == [stored[0].id, stored[2].id]
+    assert delivered_lines(logs) == [(1, stored[2].id, stored[2].seq)]
+    stored_lines = [line["count"] for line in logs if line["event"] == "signals stored"]
+    assert stored_lines == [3], "one commit"
