@@ -11,7 +11,7 @@ import pytest
 from support import T0, make_signal
 
 from daemon.store import Store, Tx
-from daemon.store.signal_log import DeliveriesPending, DeliveryCounts, NewSignal, Stored
+from daemon.store.signals import DeliveriesPending, DeliveryCounts, NewSignal, Stored
 
 LATER = T0 + timedelta(minutes=5)
 

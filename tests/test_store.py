@@ -27,7 +27,7 @@ from daemon.core.signal import Signal
 from daemon.store import Store, Tx
 from daemon.store.engine import StoreCorrupt, StoreLost, check_sqlite_file
 from daemon.store.migrate import current_revision, head_revision, upgrade
-from daemon.store.signal_log import NewSignal, Stored
+from daemon.store.signals import NewSignal, Stored
 
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:

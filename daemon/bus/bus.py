@@ -36,7 +36,7 @@ from daemon.bus.receptor import (
 from daemon.core.clock import Clock, utcnow
 from daemon.core.signal import Signal
 from daemon.store import Store, Tx
-from daemon.store.signal_log import Delivery, NewSignal, Stored
+from daemon.store.signals import Delivery, NewSignal, Stored
 
 T = TypeVar("T")
 

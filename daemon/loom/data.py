@@ -22,7 +22,7 @@ from daemon.core.subjects import normalize_subject
 from daemon.store import Store, Tx
 from daemon.store.marks import marks, reinforcements
 from daemon.store.seeds import seeds
-from daemon.store.signal_log import DeliveryCounts, signals
+from daemon.store.signals import DeliveryCounts, signals
 from daemon.store.sql import escape_like
 
 T = TypeVar("T")

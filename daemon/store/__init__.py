@@ -7,6 +7,6 @@ May import ``daemon.core`` only."""
 from daemon.store.engine import Store, Tx, make_engine
 from daemon.store.marks import Marks
 from daemon.store.seeds import Seeds
-from daemon.store.signal_log import SignalLog
+from daemon.store.signals import SignalLog
 
 __all__ = ["Marks", "Seeds", "SignalLog", "Store", "Tx", "make_engine"]

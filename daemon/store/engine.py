@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from daemon.store.marks import Marks
 from daemon.store.rhythm_state import RhythmState
 from daemon.store.seeds import Seeds
-from daemon.store.signal_log import SignalLog
+from daemon.store.signals import SignalLog
 from daemon.store.tombstones import Tombstones
 from daemon.store.writer import BatchFunction, Writer
 

@@ -32,7 +32,7 @@ import pytest
 from observations import observation
 
 from daemon.store import Store
-from daemon.store.signal_log import DeliveryCounts
+from daemon.store.signals import DeliveryCounts
 from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
