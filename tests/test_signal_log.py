@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from support import T0, make_signal
 
-from daemon.store import Store, Tx
-from daemon.store.signals import DeliveriesPending, DeliveryCounts, NewSignal, Stored
+from daemon.store import DeliveriesPending, DeliveryCounts, NewSignal, Store, Stored, Tx
 
 LATER = T0 + timedelta(minutes=5)
 

@@ -35,8 +35,7 @@ from daemon.bus.receptor import (
 )
 from daemon.core.clock import Clock, utcnow
 from daemon.core.signal import Signal
-from daemon.store import Store, Tx
-from daemon.store.signals import Delivery, NewSignal, Stored
+from daemon.store import Delivery, NewSignal, Store, Stored, Tx
 
 T = TypeVar("T")
 

@@ -20,9 +20,10 @@ from daemon.core.records import Mark, Reinforcement, Seed
 from daemon.core.strength import current_strength
 from daemon.core.subjects import normalize_subject
 from daemon.store import Store, Tx
+from daemon.store.deliveries import DeliveryCounts
 from daemon.store.marks import marks, reinforcements
 from daemon.store.seeds import seeds
-from daemon.store.signals import DeliveryCounts, signals
+from daemon.store.signal_rows import signals
 from daemon.store.sql import escape_like
 
 T = TypeVar("T")
