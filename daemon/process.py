@@ -30,9 +30,7 @@ from daemon.core.clock import Clock, utcnow
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.services.recall import Layers
-from daemon.store import Store
-from daemon.store.engine import check_sqlite_file
-from daemon.store.lock import StoreLock
+from daemon.store import Store, StoreLock, check_sqlite_file
 from daemon.store.migrate import upgrade_in_child_process
 from receptors import build_receptors
 from rhythms.scheduler import RhythmScheduler

@@ -28,9 +28,8 @@ from daemon.bus import (
     SignalBus,
 )
 from daemon.core.signal import Signal, SignalRejected
-from daemon.store import Store, Tx
+from daemon.store import NewSignal, Store, Stored, Tx
 from daemon.store.migrate import upgrade
-from daemon.store.signals import NewSignal, Stored
 from daemon.store.tables import SignalTable
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)

@@ -24,10 +24,8 @@ from support import FAST_RETRY, T0
 
 from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
-from daemon.store import Store, Tx
-from daemon.store.engine import StoreCorrupt, StoreLost, check_sqlite_file
+from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
 from daemon.store.migrate import current_revision, head_revision, upgrade
-from daemon.store.signals import NewSignal, Stored
 
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
@@ -267,7 +265,7 @@ async def test_a_write_submitted_while_the_writer_stops_is_refused_not_stranded(
 ) -> None:
     """Stopping finishes what is queued; anything submitted once the stop has begun is
     refused at once (WriterClosed), never queued behind the stop to wait forever."""
-    from daemon.store.writer import WriterClosed
+    from daemon.store import WriterClosed
 
     entered, release = threading.Event(), threading.Event()
 
@@ -293,7 +291,7 @@ async def test_a_write_submitted_while_the_writer_stops_is_refused_not_stranded(
 
 @pytest.mark.asyncio
 async def test_write_after_close_is_refused(tmp_path: Path) -> None:
-    from daemon.store.writer import WriterClosed
+    from daemon.store import WriterClosed
 
     url = f"sqlite:///{tmp_path}/c.db"
     upgrade(url)

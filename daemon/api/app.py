@@ -21,8 +21,7 @@ from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import SignalRejected, SignalTooLarge
 from daemon.loom.routes import loom_router
-from daemon.store.engine import StoreLost
-from daemon.store.writer import WriterClosed
+from daemon.store import StoreLost, WriterClosed
 
 log = structlog.get_logger("cambium.api")
 

@@ -21,7 +21,7 @@ from daemon.core.strength import current_strength
 from daemon.core.subjects import normalize_subject
 from daemon.store import Store, Tx
 from daemon.store.deliveries import DeliveryCounts
-from daemon.store.marks import marks, reinforcements
+from daemon.store.mark_strength import marks, reinforcements
 from daemon.store.seeds import seeds
 from daemon.store.signal_rows import signals
 from daemon.store.sql import escape_like

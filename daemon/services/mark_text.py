@@ -37,8 +37,8 @@ from daemon.files.fusion import (
     reciprocal_rank_fusion,
 )
 from daemon.files.text import query_terms
+from daemon.store import MarkText as Said
 from daemon.store import Tx
-from daemon.store.marks import MarkText as Said
 
 # How far back from the newest row already indexed an incremental read starts.
 SLACK = timedelta(minutes=10)

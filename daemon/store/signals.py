@@ -20,13 +20,10 @@ from daemon.core.clock import iso
 from daemon.core.signal import Signal
 from daemon.store.cursor_leases import CursorLeases
 from daemon.store.deliveries import Deliveries, DeliveryState
+from daemon.store.errors import DeliveriesPending
 from daemon.store.fast_path import APPENDED_CHANNEL, insert_signals
 from daemon.store.signal_rows import last_seq, signal_from_row, signals
 from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instants
-
-
-class DeliveriesPending(RuntimeError):
-    """An import was refused: receptors have signals left to deliver."""
 
 
 @dataclass(frozen=True)
