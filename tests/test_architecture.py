@@ -141,6 +141,56 @@ def test_only_the_process_composes_the_daemon() -> None:
     assert composers == ["daemon.process"]
 
 
+# The store's inside stays inside: only its own modules touch its tables, and every other
+# module imports the package face, or by name the two modules that load what the face must
+# not (migrate: Alembic, for the CLI and the daemon's start; notify: psycopg, PostgreSQL only).
+STORE_DOORS = {"daemon.store", "daemon.store.migrate", "daemon.store.notify"}
+
+
+def store_imports_from_outside(root: Path) -> list[str]:
+    """Every import of a ``daemon.store`` module by a module outside it, as ``module ->
+    imported``."""
+    return [
+        f"{module_name(root, path)} -> {name}"
+        for package in FIRST_PARTY
+        for path in sorted((root / package).rglob("*.py"))
+        if not within(module_name(root, path), {"daemon.store"})
+        for name in sorted(imports_of(path))
+        if within(name, {"daemon.store"})
+    ]
+
+
+def test_only_the_store_imports_its_tables() -> None:
+    found = store_imports_from_outside(REPO)
+    assert [f for f in found if f.endswith(" -> daemon.store.tables")] == []
+
+
+def test_outside_the_store_only_its_face_is_imported() -> None:
+    found = store_imports_from_outside(REPO)
+    assert [f for f in found if f.split(" -> ")[1] not in STORE_DOORS] == []
+
+
+@pytest.mark.parametrize(
+    ("source", "caught"),
+    [
+        ("from daemon.store.tables import MarkTable\n", ["daemon.leak -> daemon.store.tables"]),
+        (
+            "def later() -> None:\n    import daemon.store.marks\n",
+            ["daemon.leak -> daemon.store.marks"],
+        ),
+        ("from daemon.store import Store\nfrom daemon.store.migrate import upgrade\n", []),
+    ],
+)
+def test_a_reach_into_the_store_is_caught(tmp_path: Path, source: str, caught: list[str]) -> None:
+    for package in FIRST_PARTY:
+        (tmp_path / package).mkdir()
+    (tmp_path / "daemon" / "leak.py").write_text(source)
+    (tmp_path / "daemon" / "store").mkdir()
+    (tmp_path / "daemon" / "store" / "marks.py").write_text("from daemon.store.tables import T\n")
+    found = store_imports_from_outside(tmp_path)
+    assert [f for f in found if f.split(" -> ")[1] not in STORE_DOORS] == caught
+
+
 # -- the tests themselves -----------------------------------------------------------------
 
 # Calls that check: pytest's, and helpers that assert on their caller's behalf (listed by

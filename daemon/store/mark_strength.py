@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -108,6 +108,38 @@ class MarkStrength:
             _SCORING_COLUMNS, workspace, prefix, states, reinforced_since, provenances
         )
         return self._scored(rows, now)
+
+    def score_filtered(
+        self,
+        workspace: str,
+        now: datetime,
+        *,
+        text: str = "",
+        subject_prefix: str = "",
+        states: Sequence[str] = (),
+        observed_by: str = "",
+    ) -> list[Scored]:
+        """Like :meth:`score`, for the workspace's marks that pass every filter given (a
+        browser's search): ``text`` a case-insensitive substring of the subject or the
+        observation, ``subject_prefix`` a plain prefix of the subject (``user.foo`` finds
+        ``user.food``), ``states`` (none: every state), ``observed_by``."""
+        query = select(*_SCORING_COLUMNS).where(marks.c.workspace_id == workspace)
+        if text:
+            pattern = "%" + escape_like(text.lower()) + "%"
+            query = query.where(
+                or_(
+                    func.lower(marks.c.observation).like(pattern, escape="\\"),
+                    func.lower(marks.c.subject).like(pattern, escape="\\"),
+                )
+            )
+        prefix = normalize_subject(subject_prefix)
+        if prefix:
+            query = query.where(marks.c.subject.like(escape_like(prefix) + "%", escape="\\"))
+        if states:
+            query = query.where(marks.c.state.in_(states))
+        if observed_by:
+            query = query.where(marks.c.observed_by == observed_by)
+        return self._scored(self.connection.execute(query).all(), now)
 
     def score_among(
         self,

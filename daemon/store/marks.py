@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, literal_column, select, update
+from sqlalchemy import bindparam, exists, func, insert, literal_column, or_, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.core.likeness import normalize_text
@@ -130,6 +130,24 @@ class Marks(MarkStrength):
     ) -> list[Mark]:
         rows = self._matching((marks,), workspace, prefix, states, reinforced_since)
         return [Mark.from_row(row._mapping) for row in rows]
+
+    def observers(self, workspace: str) -> list[str]:
+        """Who observed the workspace's marks, each once, in order."""
+        query = select(marks.c.observed_by).distinct().where(marks.c.workspace_id == workspace)
+        return sorted(self.connection.execute(query).scalars())
+
+    def citing(self, workspace: str, daily_file: str) -> list[Mark]:
+        """The workspace's marks whose evidence, or one of whose reinforcements' evidence,
+        cites ``daily_file`` (its ``daily_file`` field)."""
+        reinforced_cites = exists().where(
+            reinforcements.c.mark_id == marks.c.id,
+            reinforcements.c.evidence["daily_file"].as_string() == daily_file,
+        )
+        query = select(marks).where(
+            marks.c.workspace_id == workspace,
+            or_(marks.c.evidence["daily_file"].as_string() == daily_file, reinforced_cites),
+        )
+        return [Mark.from_row(row._mapping) for row in self.connection.execute(query)]
 
     # -- the text of every mark, for the free-text index (daemon.services.mark_text) -------
 

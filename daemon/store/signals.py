@@ -175,6 +175,14 @@ class SignalLog(Deliveries, CursorLeases):
         states = self._states([(row.seq, row.type) for row in rows])
         return [SignalSummary(**row._mapping, deliveries=states[row.seq]) for row in rows]
 
+    def types(self) -> list[str]:
+        """Every signal type stored, each once, in order."""
+        return sorted(self.connection.execute(select(signals.c.type).distinct()).scalars())
+
+    def sources(self) -> list[str]:
+        """Every source that emitted a stored signal, each once, in order."""
+        return sorted(self.connection.execute(select(signals.c.source_id).distinct()).scalars())
+
     # -- governance and archives ----------------------------------------------------------
 
     def payloads(
