@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import or_, update
 from sqlalchemy.engine import Connection
 
 from daemon.store.cursors import cursors
@@ -40,8 +40,3 @@ class CursorLeases:
         self.connection.execute(
             update(cursors).where(cursors.c.owner == owner).values(owner=None, lease_until=None)
         )
-
-    def owners(self) -> dict[str, str | None]:
-        """Receptor -> the daemon holding its lease (None: free)."""
-        rows = self.connection.execute(select(cursors.c.receptor, cursors.c.owner))
-        return {receptor: owner for receptor, owner in rows}
