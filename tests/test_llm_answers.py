@@ -77,7 +77,7 @@ def test_the_cap_is_configured_under_llm() -> None:
     )
     configured = parse_config({"llm": {"model": "m", "max_answer_bytes": 65_536}})
     assert chat_client(configured.llm).max_answer_bytes == 65_536
-    with pytest.raises(ValueError, match="llm.max_answer_bytes"):
+    with pytest.raises(ValueError, match=r"llm\.max_answer_bytes"):
         parse_config({"llm": {"max_answer_bytes": 10}})
 
 
