@@ -193,9 +193,11 @@ async def test_a_request_naming_another_host_or_origin_is_refused(
 
 
 def test_normalized_path() -> None:
-    assert normalized_path("/loom/") == "/loom/"
-    assert normalized_path("/loom") == "/loom"
-    assert normalized_path("/loom/a/./b/../c") == "/loom/a/c"
-    assert normalized_path("/loom/%252e%252e/x") == "/x"
-    assert normalized_path("/loom/../..") is None  # above the root
-    assert normalized_path("/%2525252525252e") is None  # never settles
+    assert normalized_path(b"/loom/") == "/loom/"
+    assert normalized_path(b"/loom") == "/loom"
+    assert normalized_path(b"/loom/a/./b/../c") == "/loom/a/c"
+    assert normalized_path(b"/loom/%252e%252e/x") == "/x"
+    assert normalized_path(b"/loom/../..") is None  # above the root
+    assert normalized_path(b"/%2525252525252e") is None  # never settles
+    assert normalized_path("/loom/é".encode("latin-1")) is None  # not UTF-8
+    assert normalized_path("/loom/é".encode()) == "/loom/é"

@@ -41,21 +41,26 @@ PREFIX = "/loom"
 DECODE_ROUNDS = 4  # a path still changing after this many percent-decodings is refused
 
 
-def normalized_path(raw: str) -> str | None:
+def normalized_path(raw: bytes) -> str | None:
     """``raw`` (a request target's path, still percent-encoded) as an absolute path with
     no encoding, no ``\\``, no ``;`` parameters, no empty or dot segments; None when it
-    does not settle or climbs above the root."""
-    path = raw
-    for _ in range(DECODE_ROUNDS):
-        try:
+    is not UTF-8, does not settle or climbs above the root."""
+    try:
+        path = raw.decode()
+        for _ in range(DECODE_ROUNDS):
             decoded = unquote(path, errors="strict")
-        except UnicodeDecodeError:
+            if decoded == path:
+                break
+            path = decoded
+        else:
             return None
-        if decoded == path:
-            break
-        path = decoded
-    else:
+    except UnicodeDecodeError:
         return None
+    return _resolved(path)
+
+
+def _resolved(path: str) -> str | None:
+    """``path`` (decoded) with its dot segments resolved; None when it climbs above the root."""
     segments: list[str] = []
     for segment in path.replace("\\", "/").split("/"):
         segment = segment.split(";", 1)[0]
@@ -122,7 +127,7 @@ class LoomProxy:
         if refusal is not None:
             return PlainTextResponse(refusal, status_code=403)
         raw: bytes = request.scope.get("raw_path") or request.url.path.encode()
-        path = normalized_path(raw.decode("latin-1"))
+        path = normalized_path(raw)
         if path is None or not is_loom(path):
             return PlainTextResponse("not found: only /loom is served here", status_code=404)
         ticket = request.query_params.get("ticket")
