@@ -6,6 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+import structlog
 
 from daemon.files.substrate import Substrate
 from daemon.files.watcher import watch_substrate
@@ -39,3 +40,51 @@ async def test_a_substrate_directory_created_after_the_start_is_watched(tmp_path
         (entry / "sleep.md").write_text("# Sleep\n")
         assert await eventually_found(substrate, entry / "sleep.md")
         stop.set()
+
+
+class CountedSubstrate(Substrate):
+    """A substrate that says when the watcher has looked for its directories ``enough``
+    times (each look is one recheck)."""
+
+    def __init__(self, entries: list[Path], enough: int) -> None:
+        super().__init__(entries)
+        self.looks = 0
+        self.enough = enough
+        self.looked_enough = anyio.Event()
+
+    def watch_roots(self) -> list[Path]:
+        self.looks += 1
+        if self.looks >= self.enough:
+            self.looked_enough.set()
+        return super().watch_roots()
+
+
+@pytest.mark.asyncio
+async def test_a_missing_substrate_directory_is_told_once_as_a_warning(tmp_path: Path) -> None:
+    """Issue 26, finding 9: it was logged at info every 2 s forever (~43,000 lines a day)."""
+    entry = tmp_path / "memory" / "long-term"
+    substrate = CountedSubstrate([entry], enough=20)
+    stop = anyio.Event()
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: watch_substrate(substrate, stop, recheck=0.01))
+            with anyio.fail_after(PATIENCE):
+                await substrate.looked_enough.wait()
+            stop.set()
+    told = [e for e in logs if e["event"] == "no substrate directory to watch yet"]
+    assert [(e["log_level"], e["entries"]) for e in told] == [("warning", [str(entry)])]
+
+
+@pytest.mark.asyncio
+async def test_with_no_substrate_configured_there_is_nothing_to_warn_about(
+    tmp_path: Path,
+) -> None:
+    substrate = CountedSubstrate([], enough=5)
+    stop = anyio.Event()
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: watch_substrate(substrate, stop, recheck=0.01))
+            with anyio.fail_after(PATIENCE):
+                await substrate.looked_enough.wait()
+            stop.set()
+    assert [e["log_level"] for e in logs] == ["info"]
