@@ -22,6 +22,7 @@ from typing import Any, Self
 import httpx
 
 from daemon.bus import SignalBus
+from daemon.core.subjects import normalize_subject
 
 CAMBIUM = str(Path(sys.executable).with_name("cambium"))
 
@@ -192,3 +193,11 @@ async def drained(bus: SignalBus) -> None:
     """Wait until no delivery is pending anywhere (bound it with ``anyio.fail_after``)."""
     await bus.wait_until(lambda tx: True if tx.signals.open_counts().pending == 0 else None)
 
+
+def subject_matches(prefix: str, candidate: str) -> bool:
+    """Segment-prefix match, the rule the marks' subject query implements in SQL:
+    ``user.sleep`` matches ``user.sleep`` and ``user.sleep.bedtime`` but not
+    ``user.sleepover``; the empty prefix matches everything."""
+    p = normalize_subject(prefix)
+    c = normalize_subject(candidate)
+    return p == "" or c == p or c.startswith(p + ".")
