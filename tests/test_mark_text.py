@@ -48,7 +48,7 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
 ) -> None:
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
     semantic = pytest.importorskip(
-        "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+        "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
     )
     cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
     marks = semantic.Semantic.create(MeaningEmbedder(), cache, min_similarity=0.2).scoped("marks")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files.fusion import line_meanings, said_of_speaker
+from daemon.search.fusion import line_meanings, said_of_speaker
 from daemon.testing import DaemonHome, running
 
 pytest.importorskip("onnxruntime", reason="needs pip install 'cambium-memory[semantic]'")
 semantic = pytest.importorskip(
-    "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+    "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
 )
 try:
     MODEL, TOKENIZER = semantic.packaged_model()
@@ -94,7 +94,7 @@ def test_semantic_recall_finds_a_paraphrase_the_lexical_recall_misses(home: Daem
     home.write_config()
     hybrid = recall(home, QUESTION)
     # The violin line, perhaps with the line before it: a line's meaning is partly that of
-    # its neighbours (daemon.files.fusion.line_meanings).
+    # its neighbours (daemon.search.fusion.line_meanings).
     best = hybrid["daily"][0]
     assert best["date"] == "2026-04-11"
     assert best["line_range"] in ([2, 2], [1, 2])

@@ -44,7 +44,7 @@ import structlog
 
 from daemon.core.days import InvalidDay, parse_day
 from daemon.files.fs import Folder, RefusedFile, open_folder, read_regular
-from daemon.files.fusion import (
+from daemon.search.fusion import (
     DENSE_CANDIDATES,
     DENSE_WEIGHT,
     FUSION_K,

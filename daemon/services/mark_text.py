@@ -28,7 +28,7 @@ import re
 import threading
 from datetime import datetime, timedelta
 
-from daemon.files.fusion import (
+from daemon.search.fusion import (
     DENSE_WEIGHT,
     FUSION_K,
     DenseRanker,
@@ -36,7 +36,7 @@ from daemon.files.fusion import (
     ranking,
     reciprocal_rank_fusion,
 )
-from daemon.files.text import query_terms
+from daemon.search.text import query_terms
 from daemon.store import Tx
 from daemon.store.marks import MarkText as Said
 
