@@ -35,8 +35,9 @@ from daemon.core.records import ENDED_MARK_STATES, Mark
 from daemon.core.signal import ShortName
 from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.files.compost import Compost, CompostHit
-from daemon.files.daily import DailyHit, DailyLog
+from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
+from daemon.search.daily import DailyHit
 from daemon.search.fusion import DenseRanker
 from daemon.services.mark_text import MarkText
 from daemon.store import Store, Tx
