@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -68,12 +67,14 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
 
     # A mark forgotten while the daemon was not running: the next start deletes its
     # embedding once it has read what every mark says.
-    cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row(semantic))])
+    cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row())])
     restarted = MarkText(semantic.DenseIndex(marks))
     store.read_sync(restarted.follow)
     assert len(marks.cache) == 1  # lentil soup's
     assert search(store, restarted, "soup") == ["mk_b"]
 
 
-def np_row(semantic: ModuleType) -> Any:
-    return semantic.normalise(__import__("numpy").ones((1, 256), dtype="float32"))[0]
+def np_row() -> Any:
+    from daemon.search.embedding import normalise
+
+    return normalise(__import__("numpy").ones((1, 256), dtype="float32"))[0]

@@ -232,7 +232,8 @@ def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[An
     if not config.semantic:
         return None
     try:
-        from daemon.search.semantic import DenseIndex, SemanticUnavailable, load_semantic
+        from daemon.search.embedding import SemanticUnavailable
+        from daemon.search.semantic import DenseIndex, load_semantic
     except ImportError as exc:  # the optional extra is not installed
         raise ConfigError(
             f"recall.semantic: needs pip install 'cambium-memory[semantic]' ({exc})"
