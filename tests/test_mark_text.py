@@ -11,7 +11,8 @@ import pytest
 from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
-from daemon.services.mark_text import MarkText, is_free_text
+from daemon.search.marks import is_free_text
+from daemon.services.mark_text import MarkText
 from daemon.store import Store
 
 
