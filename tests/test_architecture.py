@@ -3,6 +3,7 @@ import inside a function counts as much as one at the top).
 
     core  <-  store, files  <-  bus  <-  services  <-  receptors, rhythms, api  <-  process
                                                                    cli (the entry point)
+    core  <-  search  <-  files  (the file layers rank with the search package)
 
 ``daemon.process`` is the only composition root: it alone puts receptors, the bus, the API
 and the rhythms together.
@@ -20,7 +21,10 @@ FIRST_PARTY = ("daemon", "receptors", "rhythms")
 
 CORE = {"daemon.core"}
 STORE = CORE | {"daemon.store"}
-FILES = CORE | {"daemon.files"}
+# Text matching, fusion and the dense index; the semantic cache's files are made private
+# by the file layers' one way to the disk.
+SEARCH = CORE | {"daemon.search", "daemon.files.fs"}
+FILES = CORE | {"daemon.files", "daemon.search"}
 BUS = STORE | {"daemon.bus"}
 # The language-model client: an adapter to an outside endpoint, like the file layers.
 LLM = CORE | {"daemon.llm", "daemon.config"}
@@ -31,7 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.core": CORE,
     "daemon.store": STORE,
     "daemon.files": FILES,
-    "daemon.files.semantic": FILES | {"daemon.config"},  # the [recall] model settings
+    "daemon.search": SEARCH,
+    "daemon.search.semantic": SEARCH | {"daemon.config"},  # the [recall] model settings
     "daemon.bus": BUS,
     "daemon.config": CORE | {"daemon.config", "rhythms.template"},
     "daemon.llm": LLM,
@@ -57,7 +62,8 @@ ALLOWED: dict[str, set[str]] = {
     | {"receptors.daily_note", "receptors.observation", "receptors.seeds"},
     "daemon.service_files": set(),
     "daemon.logs": set(),
-    "daemon.testing": set(),  # the daemon as a subprocess: nothing of ours imported
+    # The daemon as a subprocess, and the waits and rules only tests need.
+    "daemon.testing": BUS,
     "daemon.sdnotify": set(),
     "daemon": set(),  # the package's own __init__: the version, and nothing else
 }

@@ -17,6 +17,7 @@ from daemon.core.signal import Signal
 from daemon.store import Store
 from daemon.store.migrate import upgrade
 from daemon.store.tables import ReceptorCursorTable
+from daemon.testing import drained
 
 CURSORS = ReceptorCursorTable.__table__  # type: ignore[attr-defined]
 
@@ -126,11 +127,11 @@ async def test_a_fleet_applies_each_signal_once_and_hands_over_when_the_owner_st
             assert second._owned == frozenset()
             emitted = [await bus.emit(ping(n)) for n, bus in enumerate([first, second] * 5)]
             with anyio.fail_after(20):
-                await second.drained()
+                await drained(second)
             await first.close()  # gives its lease up
             later = [await second.emit(ping(10 + n)) for n in range(5)]
             with anyio.fail_after(20):
-                await second.drained()
+                await drained(second)
             assert second._owned == frozenset({"counter"})
         rows = applied(store)
         assert sorted(rows) == sorted(s.id for s in emitted + later), "each applied once"

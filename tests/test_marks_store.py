@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from sqlalchemy import event
 
 from daemon.core.records import Mark, Reinforcement, Seed
-from daemon.core.subjects import subject_matches
 from daemon.store import Store, Tx
 from daemon.store.marks import marks as marks_table
 from daemon.store.sql import IN_LIST_LIMIT
+from daemon.testing import subject_matches
 from receptors.consolidation import wither_sweep
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)

@@ -26,6 +26,7 @@ from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
 from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
 from daemon.store.migrate import current_revision, head_revision, upgrade
+from daemon.testing import drained
 
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
@@ -151,7 +152,7 @@ async def test_what_a_worker_commits_does_not_wait_for_fsync(store: Store) -> No
     spy = CommitSpy(store._writer.engine)
     async with SignalBus(store, receptors, retry=FAST_RETRY) as bus:
         with anyio.fail_after(10):
-            await bus.drained()
+            await drained(bus)
     spy.detach()
     assert fails_first.attempts == [1, 2]
     assert sorted(applied(store)) == sorted(s.id for s in backlog[:4])

@@ -35,9 +35,10 @@ from daemon.core.records import ENDED_MARK_STATES, Mark
 from daemon.core.signal import ShortName
 from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
 from daemon.files.compost import Compost, CompostHit
-from daemon.files.daily import DailyHit, DailyLog
-from daemon.files.fusion import DenseRanker
+from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
+from daemon.search.daily import DailyHit
+from daemon.search.fusion import DenseRanker
 from daemon.services.mark_text import MarkText
 from daemon.store import Store, Tx
 
@@ -231,7 +232,8 @@ def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[An
     if not config.semantic:
         return None
     try:
-        from daemon.files.semantic import DenseIndex, SemanticUnavailable, load_semantic
+        from daemon.search.embedding import SemanticUnavailable
+        from daemon.search.semantic import DenseIndex, load_semantic
     except ImportError as exc:  # the optional extra is not installed
         raise ConfigError(
             f"recall.semantic: needs pip install 'cambium-memory[semantic]' ({exc})"
