@@ -20,17 +20,14 @@ from daemon.core.clock import SECONDS_PER_DAY
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
 from daemon.files.daily import DailyLog
+from daemon.schema.payloads import SeedDigest
 from daemon.services.review import wither
 from daemon.store import Store, Tx
-from receptors.common import Day, Payload, parse_payload
+from receptors.common import parse_payload
 
 OLDEST_SHOWN = 3
 WEEK = timedelta(days=7)
 EXCERPT_CHARS = 80
-
-
-class SeedDigest(Payload):
-    date: Day | None = None
 
 
 class DigestReceptor(Receptor):

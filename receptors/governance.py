@@ -9,36 +9,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 import anyio.to_thread
-from pydantic import model_validator
 
 from daemon.bus import DeliveryContext, PayloadError, Receptor
 from daemon.core.signal import Signal
+from daemon.schema.payloads import Forget, MarkCorrected, MarkRetracted
 from daemon.services.governance import ForgetTarget, GovernanceRefused, correct, forget, retract
 from daemon.store import Store, Tx
-from receptors.common import Name, Payload, Subject, Text, parse_payload
-
-
-class MarkCorrected(Payload):
-    mark_id: Name
-    text: Text
-    reason: Text
-
-
-class MarkRetracted(Payload):
-    mark_id: Name
-    reason: Text
-
-
-class Forget(Payload):
-    subject: Subject | None = None
-    mark_id: Name | None = None
-    reason: Text
-
-    @model_validator(mode="after")
-    def _one_target(self) -> Forget:
-        if (self.subject is None) == (self.mark_id is None):
-            raise ValueError("needs exactly one of subject and mark_id")
-        return self
+from receptors.common import parse_payload
 
 
 class GovernanceReceptor(Receptor):

@@ -10,32 +10,15 @@ else in the daemon writes the seed's target file, accepted or not."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from daemon.bus import PayloadError, StoreReceptor
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
+from daemon.schema.payloads import SeedPlanted, SeedReviewed, SeedReviewUndone
 from daemon.services.review import PlantingRefused, ReviewRefused, check_planting, review, undo
 from daemon.store import Tx
-from receptors.common import Name, Payload, Subject, TargetFile, Text, parse_payload
-
-
-class SeedPlanted(Payload):
-    subject: Subject
-    proposed_change: Text
-    target_file: TargetFile
-    based_on_marks: list[Name] = []
-
-
-class SeedReviewed(Payload):
-    seed_id: Name
-    decision: Literal["accepted", "rejected"]
-    reviewer: Name
-
-
-class SeedReviewUndone(Payload):
-    seed_id: Name
-    reviewer: Name
+from receptors.common import parse_payload
 
 
 class SeedReceptor(StoreReceptor):

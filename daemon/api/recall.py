@@ -8,7 +8,8 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends
 
 from daemon.api.deps import Running
-from daemon.services.recall import RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import recall
 from daemon.services.summary import with_summary
 
 router = APIRouter(prefix="/v1/recall", tags=["recall"])

@@ -18,7 +18,7 @@ from daemon.client import (
     OutcomeUnknown,
     Rejected,
 )
-from daemon.client.calls import MAX_WAIT_SECONDS
+from daemon.client._base import MAX_WAIT_SECONDS
 from daemon.config import Config
 from daemon.core.errors import describe
 

@@ -142,7 +142,7 @@ def recall(
     from pydantic import ValidationError
 
     from daemon.core.clock import utcnow
-    from daemon.services.recall import RecallQuery
+    from daemon.schema.recall import RecallQuery
     from daemon.services.recall import recall as run_recall
 
     given = {

@@ -39,11 +39,8 @@ from daemon.client import (
 )
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import NAME_PATTERN
-from daemon.services.context import MAX_CHARS, MIN_CHARS
-from daemon.services.recall import RecallQuery
-from receptors.daily_note import DailyNote
-from receptors.observation import Evidence, Observation
-from receptors.seeds import SeedPlanted
+from daemon.schema.payloads import DailyNote, Evidence, Observation, SeedPlanted
+from daemon.schema.recall import ContextQuery, RecallQuery
 
 # How long a write waits for its delivery, so that a recall right after it sees the effect.
 DELIVERY_WAIT = 10.0
@@ -83,13 +80,8 @@ class RecallArgs(RecallQuery):
     pass
 
 
-class ContextArgs(RecallQuery):
-    max_chars: int = Field(
-        4000,
-        ge=MIN_CHARS,
-        le=MAX_CHARS,
-        description="The block is never longer than this many characters.",
-    )
+class ContextArgs(ContextQuery):
+    pass
 
 
 class ObserveArgs(Observation, WriteOptions):

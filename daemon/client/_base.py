@@ -13,14 +13,16 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from daemon.client.errors import (
+from daemon.client._errors import (
     CambiumError,
     NotReachable,
     OutcomeUnknown,
     Rejected,
     error_for,
 )
-from daemon.client.models import (
+from daemon.core.errors import FieldError
+from daemon.core.signal import Signal, SignalRejected
+from daemon.schema.answers import (
     ContextBlock,
     Emitted,
     Health,
@@ -30,8 +32,6 @@ from daemon.client.models import (
     Seed,
     StoredSignal,
 )
-from daemon.core.errors import FieldError
-from daemon.core.signal import Signal, SignalRejected
 
 T = TypeVar("T")
 

@@ -1,0 +1,488 @@
+"""The synchronous and asynchronous clients (see :mod:`daemon.client`)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from daemon.client import _base as calls
+from daemon.schema.answers import (
+    ContextBlock,
+    Emitted,
+    Health,
+    Recall,
+    Retried,
+    Reviewed,
+    Seed,
+    StoredSignal,
+)
+
+T = TypeVar("T")
+Decision = Literal["accepted", "rejected"]
+DEFAULT_SOURCE_ID = "python-client"
+_BASE_URL = "http://cambium"
+
+
+def _endpoint(
+    socket: str | Path | None, url: str | None, token: str | None, config: Path | None
+) -> tuple[dict[str, Any], str]:
+    """httpx settings for where the daemon listens, and how to name that place."""
+    if url is not None:
+        host = urlsplit(url).hostname or ""
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:  # the token must never leave the machine
+            raise ValueError(f"url must be a loopback address, like http://127.0.0.1:8765: {url}")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return {"base_url": url, "headers": headers}, url
+    if socket is None:
+        from daemon.config import load_config
+
+        socket = load_config(config).ingress.socket
+    return {"base_url": _BASE_URL, "uds": str(socket)}, str(socket)
+
+
+class _Base:
+    def __init__(
+        self,
+        socket: str | Path | None,
+        url: str | None,
+        token: str | None,
+        config: Path | None,
+        source_id: str,
+        answer_seconds: float,
+        has_transport: bool,
+    ) -> None:
+        self.answer_seconds = answer_seconds
+        if has_transport:
+            self._settings: dict[str, Any] = {"base_url": url or _BASE_URL}
+            self.where = "the given transport"
+        else:
+            self._settings, self.where = _endpoint(socket, url, token, config)
+        self.source_id = source_id
+
+    def _emit_call(
+        self,
+        signal_type: str,
+        payload: dict[str, Any],
+        source_id: str | None,
+        wait: float,
+        **fields: Any,
+    ) -> calls.Call[Emitted]:
+        signal = calls.build_signal(
+            signal_type, payload, source_id=source_id or self.source_id, **fields
+        )
+        return calls.emit(signal, wait)
+
+
+class Client(_Base):
+    """The daemon, reached synchronously. Give ``socket`` (a path), or ``url`` (loopback
+    TCP) and ``token``; with neither, the socket of the config (``config``, else
+    ``$CAMBIUM_CONFIG``, else the user config file). ``source_id`` names the writer;
+    ``answer_seconds`` is how long the daemon gets to answer (on top of a delivery wait)."""
+
+    def __init__(
+        self,
+        socket: str | Path | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        config: Path | None = None,
+        source_id: str = DEFAULT_SOURCE_ID,
+        answer_seconds: float = calls.ANSWER_SECONDS,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            socket, url, token, config, source_id, answer_seconds, transport is not None
+        )
+        uds = self._settings.pop("uds", None)
+        self._http = httpx.Client(
+            transport=transport or httpx.HTTPTransport(uds=uds), **self._settings
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _run(self, call: calls.Call[T]) -> T:
+        try:
+            response = self._http.request(
+                call.method,
+                call.path,
+                params=call.params,
+                json=call.body,
+                timeout=call.wait + self.answer_seconds,
+            )
+        except httpx.TransportError as exc:
+            raise calls.failure(call, exc, self.where) from None
+        return calls.answer(call, response)
+
+    # reads
+
+    def health(self) -> Health:
+        return self._run(calls.health())
+
+    def signal(self, signal_id: str) -> StoredSignal:
+        return self._run(calls.signal(signal_id))
+
+    def recall(
+        self,
+        about: str = "",
+        *,
+        layers: Sequence[str] | None = None,
+        horizon: str | None = None,
+        min_strength: float | None = None,
+        limit: int | None = None,
+        include_withered: bool = False,
+        workspace: str | None = None,
+    ) -> Recall:
+        """What the memory knows about ``about`` (a subject path or free text; empty: all)."""
+        return self._run(
+            calls.recall(about, layers, horizon, min_strength, limit, include_withered, workspace)
+        )
+
+    def context(
+        self,
+        about: str = "",
+        *,
+        max_chars: int = 4000,
+        layers: Sequence[str] | None = None,
+        horizon: str | None = None,
+        min_strength: float | None = None,
+        limit: int | None = None,
+        workspace: str | None = None,
+    ) -> ContextBlock:
+        """Recall as prompt-ready text, never longer than ``max_chars``."""
+        return self._run(
+            calls.context(about, max_chars, layers, horizon, min_strength, limit, workspace)
+        )
+
+    def seeds(self, state: str | None = None) -> list[Seed]:
+        return self._run(calls.seeds(state))
+
+    # writes
+
+    def emit(
+        self,
+        signal_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        """Emit any signal. ``fields``: intensity, decay_days, affinity, workspace,
+        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries."""
+        return self._run(self._emit_call(signal_type, payload or {}, source_id, wait, **fields))
+
+    def observe(
+        self,
+        subject: str,
+        observation: str,
+        *,
+        evidence: dict[str, Any] | None = None,
+        substrate_refs: Sequence[str] | None = None,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        """A mark about ``subject`` (or a reinforcement of the same one)."""
+        payload = calls.observation_payload(
+            subject, observation, evidence, source_id or self.source_id, substrate_refs
+        )
+        return self.emit("memory.observation", payload, source_id=source_id, wait=wait, **fields)
+
+    def note(
+        self,
+        text: str,
+        *,
+        day: date | str | None = None,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        """Append one line to a day's log (default: today in the daemon's time zone)."""
+        payload = calls.note_payload(text, day)
+        return self.emit("memory.daily_note", payload, source_id=source_id, wait=wait, **fields)
+
+    def plant_seed(
+        self,
+        subject: str,
+        proposed_change: str,
+        target_file: str,
+        *,
+        based_on_marks: Sequence[str] | None = None,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        """Propose a change to a substrate file, for a person to review."""
+        payload = calls.seed_payload(subject, proposed_change, target_file, based_on_marks)
+        return self.emit("memory.seed_planted", payload, source_id=source_id, wait=wait, **fields)
+
+    def consolidate(
+        self,
+        day: date | str | None = None,
+        *,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        """Consolidate a day's log now (default: yesterday)."""
+        payload = {} if day is None else {"date": str(day)}
+        return self.emit("memory.consolidate", payload, source_id=source_id, wait=wait, **fields)
+
+    def review_seed(
+        self,
+        seed_id: str,
+        decision: Decision,
+        reviewer: str,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Reviewed:
+        return self._run(calls.review(seed_id, decision, reviewer, idempotency_key))
+
+    # governing the memory (answers: the route's JSON)
+
+    def correct(
+        self, mark_id: str, text: str, *, reason: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Supersede a mark with ``text``."""
+        return self._run(calls.correct(mark_id, text, reason, self.source_id, idempotency_key))
+
+    def retract(
+        self, mark_id: str, *, reason: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        return self._run(calls.retract(mark_id, reason, self.source_id, idempotency_key))
+
+    def forget(
+        self,
+        *,
+        reason: str,
+        subject: str | None = None,
+        mark_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Erase the text of a subject's marks (or of one mark), leaving a tombstone."""
+        target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
+        return self._run(calls.forget(target, reason, self.source_id, idempotency_key))
+
+    def undo_review(
+        self, seed_id: str, reviewer: str, *, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        return self._run(calls.undo_review(seed_id, reviewer, idempotency_key))
+
+    def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
+        return self._run(calls.retry(signal_id, wait))
+
+
+class AsyncClient(_Base):
+    """The same as :class:`Client`, for async code (asyncio or trio through anyio)."""
+
+    def __init__(
+        self,
+        socket: str | Path | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        config: Path | None = None,
+        source_id: str = DEFAULT_SOURCE_ID,
+        answer_seconds: float = calls.ANSWER_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            socket, url, token, config, source_id, answer_seconds, transport is not None
+        )
+        uds = self._settings.pop("uds", None)
+        self._http = httpx.AsyncClient(
+            transport=transport or httpx.AsyncHTTPTransport(uds=uds), **self._settings
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _run(self, call: calls.Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                call.method,
+                call.path,
+                params=call.params,
+                json=call.body,
+                timeout=call.wait + self.answer_seconds,
+            )
+        except httpx.TransportError as exc:
+            raise calls.failure(call, exc, self.where) from None
+        return calls.answer(call, response)
+
+    # reads
+
+    async def health(self) -> Health:
+        return await self._run(calls.health())
+
+    async def signal(self, signal_id: str) -> StoredSignal:
+        return await self._run(calls.signal(signal_id))
+
+    async def recall(
+        self,
+        about: str = "",
+        *,
+        layers: Sequence[str] | None = None,
+        horizon: str | None = None,
+        min_strength: float | None = None,
+        limit: int | None = None,
+        include_withered: bool = False,
+        workspace: str | None = None,
+    ) -> Recall:
+        return await self._run(
+            calls.recall(about, layers, horizon, min_strength, limit, include_withered, workspace)
+        )
+
+    async def context(
+        self,
+        about: str = "",
+        *,
+        max_chars: int = 4000,
+        layers: Sequence[str] | None = None,
+        horizon: str | None = None,
+        min_strength: float | None = None,
+        limit: int | None = None,
+        workspace: str | None = None,
+    ) -> ContextBlock:
+        return await self._run(
+            calls.context(about, max_chars, layers, horizon, min_strength, limit, workspace)
+        )
+
+    async def seeds(self, state: str | None = None) -> list[Seed]:
+        return await self._run(calls.seeds(state))
+
+    # writes
+
+    async def emit(
+        self,
+        signal_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        return await self._run(
+            self._emit_call(signal_type, payload or {}, source_id, wait, **fields)
+        )
+
+    async def observe(
+        self,
+        subject: str,
+        observation: str,
+        *,
+        evidence: dict[str, Any] | None = None,
+        substrate_refs: Sequence[str] | None = None,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        payload = calls.observation_payload(
+            subject, observation, evidence, source_id or self.source_id, substrate_refs
+        )
+        return await self.emit(
+            "memory.observation", payload, source_id=source_id, wait=wait, **fields
+        )
+
+    async def note(
+        self,
+        text: str,
+        *,
+        day: date | str | None = None,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        payload = calls.note_payload(text, day)
+        return await self.emit(
+            "memory.daily_note", payload, source_id=source_id, wait=wait, **fields
+        )
+
+    async def plant_seed(
+        self,
+        subject: str,
+        proposed_change: str,
+        target_file: str,
+        *,
+        based_on_marks: Sequence[str] | None = None,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        payload = calls.seed_payload(subject, proposed_change, target_file, based_on_marks)
+        return await self.emit(
+            "memory.seed_planted", payload, source_id=source_id, wait=wait, **fields
+        )
+
+    async def consolidate(
+        self,
+        day: date | str | None = None,
+        *,
+        source_id: str | None = None,
+        wait: float = 0.0,
+        **fields: Any,
+    ) -> Emitted:
+        payload = {} if day is None else {"date": str(day)}
+        return await self.emit(
+            "memory.consolidate", payload, source_id=source_id, wait=wait, **fields
+        )
+
+    async def review_seed(
+        self,
+        seed_id: str,
+        decision: Decision,
+        reviewer: str,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Reviewed:
+        return await self._run(calls.review(seed_id, decision, reviewer, idempotency_key))
+
+    async def correct(
+        self, mark_id: str, text: str, *, reason: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Supersede a mark with ``text``."""
+        call = calls.correct(mark_id, text, reason, self.source_id, idempotency_key)
+        return await self._run(call)
+
+    async def forget(
+        self,
+        *,
+        reason: str,
+        subject: str | None = None,
+        mark_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Erase the text of a subject's marks (or of one mark), leaving a tombstone."""
+        target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
+        return await self._run(calls.forget(target, reason, self.source_id, idempotency_key))
+
+    async def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
+        return await self._run(calls.retry(signal_id, wait))

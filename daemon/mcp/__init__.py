@@ -1,0 +1,2 @@
+"""``cambium mcp``: the memory as Model Context Protocol tools, served on stdio (see
+:mod:`daemon.mcp.server`)."""
