@@ -36,6 +36,7 @@ import anyio.to_thread
 import structlog
 
 from daemon.bus import DeliveryContext, Receptor
+from daemon.core import signal_types
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement, derived_id
 from daemon.core.signal import Signal
@@ -59,7 +60,7 @@ def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
 
 class ConsolidationReceptor(Receptor):
     key: ClassVar[str] = "consolidation"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.consolidate"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.CONSOLIDATE})
 
     def __init__(
         self,

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import anyio.to_thread
 
 from daemon.bus import DeliveryContext, Receptor
+from daemon.core import signal_types
 from daemon.core.signal import Signal
 from daemon.files.daily import DailyLog
 from daemon.schema.payloads import DailyNote
@@ -28,7 +29,7 @@ CHECKPOINT = "day_position"
 
 class DailyNoteReceptor(Receptor):
     key: ClassVar[str] = "daily"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.daily_note"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.DAILY_NOTE})
 
     def __init__(self, daily: DailyLog, *, zone: ZoneInfo) -> None:
         self.daily = daily

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import anyio.to_thread
 
 from daemon.bus import DeliveryContext, Receptor
+from daemon.core import signal_types
 from daemon.core.clock import SECONDS_PER_DAY
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
@@ -32,7 +33,7 @@ EXCERPT_CHARS = 80
 
 class DigestReceptor(Receptor):
     key: ClassVar[str] = "digest"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.seed_digest"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.SEED_DIGEST})
 
     def __init__(
         self, store: Store, daily: DailyLog, *, zone: ZoneInfo, wither_days: float = 30

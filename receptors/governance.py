@@ -11,6 +11,7 @@ from typing import ClassVar
 import anyio.to_thread
 
 from daemon.bus import DeliveryContext, PayloadError, Receptor
+from daemon.core import signal_types
 from daemon.core.signal import Signal
 from daemon.schema.payloads import Forget, MarkCorrected, MarkRetracted
 from daemon.services.governance import ForgetTarget, GovernanceRefused, correct, forget, retract
@@ -21,7 +22,7 @@ from receptors.common import parse_payload
 class GovernanceReceptor(Receptor):
     key: ClassVar[str] = "governance"
     binds: ClassVar[frozenset[str]] = frozenset(
-        {"memory.mark_corrected", "memory.mark_retracted", "memory.forget"}
+        {signal_types.MARK_CORRECTED, signal_types.MARK_RETRACTED, signal_types.FORGET}
     )
 
     def __init__(self, store: Store) -> None:
@@ -29,15 +30,15 @@ class GovernanceReceptor(Receptor):
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         await delivery.commit(lambda tx: self.apply(tx, signal))
-        if signal.type == "memory.forget":
+        if signal.type == signal_types.FORGET:
             await anyio.to_thread.run_sync(self.store.scrub)
 
     def apply(self, tx: Tx, signal: Signal) -> None:
         try:
-            if signal.type == "memory.mark_corrected":
+            if signal.type == signal_types.MARK_CORRECTED:
                 corrected = parse_payload(MarkCorrected, signal.payload)
                 correct(tx, signal, corrected.mark_id, corrected.text, corrected.reason)
-            elif signal.type == "memory.mark_retracted":
+            elif signal.type == signal_types.MARK_RETRACTED:
                 retracted = parse_payload(MarkRetracted, signal.payload)
                 retract(tx, signal, retracted.mark_id, retracted.reason)
             else:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from daemon.bus import PayloadError, StoppedAt, StoreReceptor
+from daemon.core import signal_types
 from daemon.core.clock import SECONDS_PER_DAY
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement
@@ -24,7 +25,7 @@ from receptors.near_copies import Wanted, near_copies
 
 class ObservationReceptor(StoreReceptor):
     key: ClassVar[str] = "observation"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.observation"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.OBSERVATION})
 
     def __init__(
         self, reinforce_delta: float = 0.2, similarity: float = DEFAULT_SIMILARITY

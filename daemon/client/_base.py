@@ -32,15 +32,12 @@ from daemon.schema.answers import (
     Seed,
     StoredSignal,
 )
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS, MAX_WAIT_SECONDS
 
 T = TypeVar("T")
 
 # Seconds the daemon gets to answer, on top of any delivery wait the call asks for.
 ANSWER_SECONDS = 10.0
-# The API's ceiling for ``?wait=``.
-MAX_WAIT_SECONDS = 30.0
-# The daemon itself waits up to this long for a review to be applied.
-REVIEW_SECONDS = 10.0
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -234,7 +231,7 @@ def review(
     key = idempotency_key or new_idempotency_key()
     body = {"decision": decision, "reviewer": reviewer, "idempotency_key": key}
     path = f"/v1/seeds/{_segment(seed_id)}/review"
-    return Call("POST", path, _model(Reviewed), None, body, REVIEW_SECONDS, key)
+    return Call("POST", path, _model(Reviewed), None, body, DELIVERY_WAIT_SECONDS, key)
 
 
 def governance(
@@ -243,7 +240,9 @@ def governance(
     """A correction, retraction, forget or review undo: POST ``body`` to ``path``; the answer
     is the route's JSON (``signal_id`` and the changed records)."""
     key = idempotency_key or new_idempotency_key()
-    return Call("POST", path, dict, None, body | {"idempotency_key": key}, REVIEW_SECONDS, key)
+    return Call(
+        "POST", path, dict, None, body | {"idempotency_key": key}, DELIVERY_WAIT_SECONDS, key
+    )
 
 
 def correct(

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from daemon.client import _base as calls
+from daemon.core import signal_types
 from daemon.schema.answers import (
     ContextBlock,
     Emitted,
@@ -206,7 +207,9 @@ class Client(_Base):
         payload = calls.observation_payload(
             subject, observation, evidence, source_id or self.source_id, substrate_refs
         )
-        return self.emit("memory.observation", payload, source_id=source_id, wait=wait, **fields)
+        return self.emit(
+            signal_types.OBSERVATION, payload, source_id=source_id, wait=wait, **fields
+        )
 
     def note(
         self,
@@ -219,7 +222,7 @@ class Client(_Base):
     ) -> Emitted:
         """Append one line to a day's log (default: today in the daemon's time zone)."""
         payload = calls.note_payload(text, day)
-        return self.emit("memory.daily_note", payload, source_id=source_id, wait=wait, **fields)
+        return self.emit(signal_types.DAILY_NOTE, payload, source_id=source_id, wait=wait, **fields)
 
     def plant_seed(
         self,
@@ -234,7 +237,9 @@ class Client(_Base):
     ) -> Emitted:
         """Propose a change to a substrate file, for a person to review."""
         payload = calls.seed_payload(subject, proposed_change, target_file, based_on_marks)
-        return self.emit("memory.seed_planted", payload, source_id=source_id, wait=wait, **fields)
+        return self.emit(
+            signal_types.SEED_PLANTED, payload, source_id=source_id, wait=wait, **fields
+        )
 
     def consolidate(
         self,
@@ -246,7 +251,9 @@ class Client(_Base):
     ) -> Emitted:
         """Consolidate a day's log now (default: yesterday)."""
         payload = {} if day is None else {"date": str(day)}
-        return self.emit("memory.consolidate", payload, source_id=source_id, wait=wait, **fields)
+        return self.emit(
+            signal_types.CONSOLIDATE, payload, source_id=source_id, wait=wait, **fields
+        )
 
     def review_seed(
         self,
@@ -409,7 +416,7 @@ class AsyncClient(_Base):
             subject, observation, evidence, source_id or self.source_id, substrate_refs
         )
         return await self.emit(
-            "memory.observation", payload, source_id=source_id, wait=wait, **fields
+            signal_types.OBSERVATION, payload, source_id=source_id, wait=wait, **fields
         )
 
     async def note(
@@ -423,7 +430,7 @@ class AsyncClient(_Base):
     ) -> Emitted:
         payload = calls.note_payload(text, day)
         return await self.emit(
-            "memory.daily_note", payload, source_id=source_id, wait=wait, **fields
+            signal_types.DAILY_NOTE, payload, source_id=source_id, wait=wait, **fields
         )
 
     async def plant_seed(
@@ -439,7 +446,7 @@ class AsyncClient(_Base):
     ) -> Emitted:
         payload = calls.seed_payload(subject, proposed_change, target_file, based_on_marks)
         return await self.emit(
-            "memory.seed_planted", payload, source_id=source_id, wait=wait, **fields
+            signal_types.SEED_PLANTED, payload, source_id=source_id, wait=wait, **fields
         )
 
     async def consolidate(
@@ -452,7 +459,7 @@ class AsyncClient(_Base):
     ) -> Emitted:
         payload = {} if day is None else {"date": str(day)}
         return await self.emit(
-            "memory.consolidate", payload, source_id=source_id, wait=wait, **fields
+            signal_types.CONSOLIDATE, payload, source_id=source_id, wait=wait, **fields
         )
 
     async def review_seed(

@@ -41,9 +41,8 @@ from daemon.core.errors import describe, field_errors
 from daemon.core.signal import NAME_PATTERN
 from daemon.schema.payloads import DailyNote, Evidence, Observation, SeedPlanted
 from daemon.schema.recall import ContextQuery, RecallQuery
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 
-# How long a write waits for its delivery, so that a recall right after it sees the effect.
-DELIVERY_WAIT = 10.0
 FALLBACK_SOURCE_ID = "mcp-client"
 _NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9._:@/-]+")
 
@@ -203,7 +202,7 @@ def _options(args: WriteOptions) -> dict[str, Any]:
         "intensity": args.intensity,
         "decay_days": args.decay_days,
         "idempotency_key": args.idempotency_key,
-        "wait": DELIVERY_WAIT,
+        "wait": DELIVERY_WAIT_SECONDS,
     }
 
 
