@@ -14,7 +14,8 @@ be sent again safely with the same key.
             print(mark.subject, mark.observation, round(mark.current_strength, 2))
 """
 
-from daemon.client._client import AsyncClient, Client
+from daemon.client._async_client import AsyncClient
+from daemon.client._client import Client
 from daemon.client._errors import (
     CambiumError,
     Conflict,
@@ -36,7 +37,7 @@ from daemon.schema.answers import (
     Recall,
     Retried,
     Reviewed,
-    Seed,
+    SeedItem,
     StoredSignal,
     SubstrateItem,
 )
@@ -61,7 +62,7 @@ __all__ = [
     "Rejected",
     "Retried",
     "Reviewed",
-    "Seed",
+    "SeedItem",
     "StoredSignal",
     "SubstrateItem",
     "Unavailable",

@@ -1,18 +1,17 @@
-"""The synchronous and asynchronous clients (see :mod:`daemon.client`)."""
+"""The synchronous client (see :mod:`daemon.client`)."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, Self, TypeVar
 
 import httpx
 
 from daemon.client import _base as calls
+from daemon.client._base import DEFAULT_SOURCE_ID, BaseClient, Decision
 from daemon.core import signal_types
 from daemon.schema.answers import (
     ContextBlock,
@@ -21,71 +20,16 @@ from daemon.schema.answers import (
     Recall,
     Retried,
     Reviewed,
-    Seed,
+    SeedItem,
     StoredSignal,
 )
+from daemon.schema.fields import Provenance
+from daemon.schema.recall import DEFAULT_CHARS, ContextQuery, Layer, RecallQuery
 
 T = TypeVar("T")
-Decision = Literal["accepted", "rejected"]
-DEFAULT_SOURCE_ID = "python-client"
-_BASE_URL = "http://cambium"
 
 
-def _endpoint(
-    socket: str | Path | None, url: str | None, token: str | None, config: Path | None
-) -> tuple[dict[str, Any], str]:
-    """httpx settings for where the daemon listens, and how to name that place."""
-    if url is not None:
-        host = urlsplit(url).hostname or ""
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:  # the token must never leave the machine
-            raise ValueError(f"url must be a loopback address, like http://127.0.0.1:8765: {url}")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return {"base_url": url, "headers": headers}, url
-    if socket is None:
-        from daemon.config import load_config
-
-        socket = load_config(config).ingress.socket
-    return {"base_url": _BASE_URL, "uds": str(socket)}, str(socket)
-
-
-class _Base:
-    def __init__(
-        self,
-        socket: str | Path | None,
-        url: str | None,
-        token: str | None,
-        config: Path | None,
-        source_id: str,
-        answer_seconds: float,
-        has_transport: bool,
-    ) -> None:
-        self.answer_seconds = answer_seconds
-        if has_transport:
-            self._settings: dict[str, Any] = {"base_url": url or _BASE_URL}
-            self.where = "the given transport"
-        else:
-            self._settings, self.where = _endpoint(socket, url, token, config)
-        self.source_id = source_id
-
-    def _emit_call(
-        self,
-        signal_type: str,
-        payload: dict[str, Any],
-        source_id: str | None,
-        wait: float,
-        **fields: Any,
-    ) -> calls.Call[Emitted]:
-        signal = calls.build_signal(
-            signal_type, payload, source_id=source_id or self.source_id, **fields
-        )
-        return calls.emit(signal, wait)
-
-
-class Client(_Base):
+class Client(BaseClient):
     """The daemon, reached synchronously. Give ``socket`` (a path), or ``url`` (loopback
     TCP) and ``token``; with neither, the socket of the config (``config``, else
     ``$CAMBIUM_CONFIG``, else the user config file). ``source_id`` names the writer;
@@ -146,35 +90,38 @@ class Client(_Base):
         self,
         about: str = "",
         *,
-        layers: Sequence[str] | None = None,
+        layers: Sequence[Layer] | None = None,
         horizon: str | None = None,
         min_strength: float | None = None,
         limit: int | None = None,
         include_withered: bool = False,
+        include_history: bool = False,
         workspace: str | None = None,
+        provenance: Sequence[Provenance] | None = None,
+        summary: bool = False,
     ) -> Recall:
-        """What the memory knows about ``about`` (a subject path or free text; empty: all)."""
-        return self._run(
-            calls.recall(about, layers, horizon, min_strength, limit, include_withered, workspace)
-        )
+        """What the memory knows about ``about`` (a subject path or free text; empty: all).
+        The arguments are those of :class:`daemon.schema.recall.RecallQuery`."""
+        return self._run(calls.recall(calls.query(RecallQuery, locals())))
 
     def context(
         self,
         about: str = "",
         *,
-        max_chars: int = 4000,
-        layers: Sequence[str] | None = None,
+        max_chars: int = DEFAULT_CHARS,
+        layers: Sequence[Layer] | None = None,
         horizon: str | None = None,
         min_strength: float | None = None,
         limit: int | None = None,
+        include_withered: bool = False,
+        include_history: bool = False,
         workspace: str | None = None,
+        provenance: Sequence[Provenance] | None = None,
     ) -> ContextBlock:
         """Recall as prompt-ready text, never longer than ``max_chars``."""
-        return self._run(
-            calls.context(about, max_chars, layers, horizon, min_strength, limit, workspace)
-        )
+        return self._run(calls.context(calls.query(ContextQuery, locals())))
 
-    def seeds(self, state: str | None = None) -> list[Seed]:
+    def seeds(self, state: str | None = None) -> list[SeedItem]:
         return self._run(calls.seeds(state))
 
     # writes
@@ -276,6 +223,7 @@ class Client(_Base):
     def retract(
         self, mark_id: str, *, reason: str, idempotency_key: str | None = None
     ) -> dict[str, Any]:
+        """End a mark that should never have been made (it stays in the history)."""
         return self._run(calls.retract(mark_id, reason, self.source_id, idempotency_key))
 
     def forget(
@@ -287,209 +235,13 @@ class Client(_Base):
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Erase the text of a subject's marks (or of one mark), leaving a tombstone."""
-        target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
-        return self._run(calls.forget(target, reason, self.source_id, idempotency_key))
+        return self._run(calls.forget(subject, mark_id, reason, self.source_id, idempotency_key))
 
     def undo_review(
         self, seed_id: str, reviewer: str, *, idempotency_key: str | None = None
     ) -> dict[str, Any]:
+        """Take back a seed's review (within the configured undo window)."""
         return self._run(calls.undo_review(seed_id, reviewer, idempotency_key))
 
     def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
         return self._run(calls.retry(signal_id, wait))
-
-
-class AsyncClient(_Base):
-    """The same as :class:`Client`, for async code (asyncio or trio through anyio)."""
-
-    def __init__(
-        self,
-        socket: str | Path | None = None,
-        *,
-        url: str | None = None,
-        token: str | None = None,
-        config: Path | None = None,
-        source_id: str = DEFAULT_SOURCE_ID,
-        answer_seconds: float = calls.ANSWER_SECONDS,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        super().__init__(
-            socket, url, token, config, source_id, answer_seconds, transport is not None
-        )
-        uds = self._settings.pop("uds", None)
-        self._http = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(uds=uds), **self._settings
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def _run(self, call: calls.Call[T]) -> T:
-        try:
-            response = await self._http.request(
-                call.method,
-                call.path,
-                params=call.params,
-                json=call.body,
-                timeout=call.wait + self.answer_seconds,
-            )
-        except httpx.TransportError as exc:
-            raise calls.failure(call, exc, self.where) from None
-        return calls.answer(call, response)
-
-    # reads
-
-    async def health(self) -> Health:
-        return await self._run(calls.health())
-
-    async def signal(self, signal_id: str) -> StoredSignal:
-        return await self._run(calls.signal(signal_id))
-
-    async def recall(
-        self,
-        about: str = "",
-        *,
-        layers: Sequence[str] | None = None,
-        horizon: str | None = None,
-        min_strength: float | None = None,
-        limit: int | None = None,
-        include_withered: bool = False,
-        workspace: str | None = None,
-    ) -> Recall:
-        return await self._run(
-            calls.recall(about, layers, horizon, min_strength, limit, include_withered, workspace)
-        )
-
-    async def context(
-        self,
-        about: str = "",
-        *,
-        max_chars: int = 4000,
-        layers: Sequence[str] | None = None,
-        horizon: str | None = None,
-        min_strength: float | None = None,
-        limit: int | None = None,
-        workspace: str | None = None,
-    ) -> ContextBlock:
-        return await self._run(
-            calls.context(about, max_chars, layers, horizon, min_strength, limit, workspace)
-        )
-
-    async def seeds(self, state: str | None = None) -> list[Seed]:
-        return await self._run(calls.seeds(state))
-
-    # writes
-
-    async def emit(
-        self,
-        signal_type: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        source_id: str | None = None,
-        wait: float = 0.0,
-        **fields: Any,
-    ) -> Emitted:
-        return await self._run(
-            self._emit_call(signal_type, payload or {}, source_id, wait, **fields)
-        )
-
-    async def observe(
-        self,
-        subject: str,
-        observation: str,
-        *,
-        evidence: dict[str, Any] | None = None,
-        substrate_refs: Sequence[str] | None = None,
-        source_id: str | None = None,
-        wait: float = 0.0,
-        **fields: Any,
-    ) -> Emitted:
-        payload = calls.observation_payload(
-            subject, observation, evidence, source_id or self.source_id, substrate_refs
-        )
-        return await self.emit(
-            signal_types.OBSERVATION, payload, source_id=source_id, wait=wait, **fields
-        )
-
-    async def note(
-        self,
-        text: str,
-        *,
-        day: date | str | None = None,
-        source_id: str | None = None,
-        wait: float = 0.0,
-        **fields: Any,
-    ) -> Emitted:
-        payload = calls.note_payload(text, day)
-        return await self.emit(
-            signal_types.DAILY_NOTE, payload, source_id=source_id, wait=wait, **fields
-        )
-
-    async def plant_seed(
-        self,
-        subject: str,
-        proposed_change: str,
-        target_file: str,
-        *,
-        based_on_marks: Sequence[str] | None = None,
-        source_id: str | None = None,
-        wait: float = 0.0,
-        **fields: Any,
-    ) -> Emitted:
-        payload = calls.seed_payload(subject, proposed_change, target_file, based_on_marks)
-        return await self.emit(
-            signal_types.SEED_PLANTED, payload, source_id=source_id, wait=wait, **fields
-        )
-
-    async def consolidate(
-        self,
-        day: date | str | None = None,
-        *,
-        source_id: str | None = None,
-        wait: float = 0.0,
-        **fields: Any,
-    ) -> Emitted:
-        payload = {} if day is None else {"date": str(day)}
-        return await self.emit(
-            signal_types.CONSOLIDATE, payload, source_id=source_id, wait=wait, **fields
-        )
-
-    async def review_seed(
-        self,
-        seed_id: str,
-        decision: Decision,
-        reviewer: str,
-        *,
-        idempotency_key: str | None = None,
-    ) -> Reviewed:
-        return await self._run(calls.review(seed_id, decision, reviewer, idempotency_key))
-
-    async def correct(
-        self, mark_id: str, text: str, *, reason: str, idempotency_key: str | None = None
-    ) -> dict[str, Any]:
-        """Supersede a mark with ``text``."""
-        call = calls.correct(mark_id, text, reason, self.source_id, idempotency_key)
-        return await self._run(call)
-
-    async def forget(
-        self,
-        *,
-        reason: str,
-        subject: str | None = None,
-        mark_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Erase the text of a subject's marks (or of one mark), leaving a tombstone."""
-        target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
-        return await self._run(calls.forget(target, reason, self.source_id, idempotency_key))
-
-    async def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
-        return await self._run(calls.retry(signal_id, wait))

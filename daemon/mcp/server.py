@@ -172,28 +172,12 @@ _RECALL_HINTS = {
 
 
 async def _recall(client: AsyncClient, args: RecallArgs) -> str:
-    found = await client.recall(
-        args.about,
-        layers=args.layers,
-        horizon=args.horizon,
-        min_strength=args.min_strength,
-        limit=args.limit,
-        include_withered=args.include_withered,
-        workspace=args.workspace,
-    )
+    found = await client.recall(**args.model_dump())
     return json.dumps(found.model_dump(mode="json"), ensure_ascii=False, indent=1)
 
 
 async def _context(client: AsyncClient, args: ContextArgs) -> str:
-    block = await client.context(
-        args.about,
-        max_chars=args.max_chars,
-        layers=args.layers,
-        horizon=args.horizon,
-        min_strength=args.min_strength,
-        limit=args.limit,
-        workspace=args.workspace,
-    )
+    block = await client.context(**args.model_dump(exclude={"summary"}))
     return block.text
 
 

@@ -10,3 +10,5 @@ once and shared by the API, the client, the MCP server and the receptors.
 
 Nothing here does I/O or imports more than :mod:`daemon.core`.
 """
+
+__all__: list[str] = []

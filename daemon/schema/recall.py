@@ -5,14 +5,17 @@ answer is :class:`daemon.schema.answers.Recall`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from zoneinfo import ZoneInfo
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -27,6 +30,7 @@ Layer = Literal["substrate", "marks", "daily", "compost"]
 LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
 MAX_HORIZON_DAYS = 36_500
 _RELATIVE = re.compile(r"^(\d+)d$")
+_FLAG = TypeAdapter(bool)
 
 
 class RecallQuery(BaseModel):
@@ -53,9 +57,28 @@ class RecallQuery(BaseModel):
         # for the whole history) without naming a minimum means asking for every strength.
         if isinstance(data, dict) and data.get("min_strength") is None:
             data = {key: value for key, value in data.items() if key != "min_strength"}
-            if data.get("include_withered") or data.get("include_history"):
+            if _asked(data.get("include_withered")) or _asked(data.get("include_history")):
                 data["min_strength"] = 0.0
         return data
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> Self:
+        """The query from URL parameters; those of no field are left to the route."""
+        return cls.model_validate(
+            {name: params[name] for name in cls.model_fields if name in params}
+        )
+
+    def to_params(self) -> dict[str, str]:
+        """The URL parameters :meth:`from_params` reads back as this query."""
+        params = {"about": self.about}
+        for name, value in self.model_dump(exclude_defaults=True).items():
+            if isinstance(value, tuple):
+                params[name] = ",".join(value)
+            elif isinstance(value, bool):
+                params[name] = "true" if value else "false"
+            else:
+                params[name] = str(value)
+        return params
 
     @field_validator("layers", "provenance", mode="before")
     @classmethod
@@ -72,6 +95,15 @@ class RecallQuery(BaseModel):
         if value is not None:
             horizon_start(value, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC")), ZoneInfo("UTC"))
         return value
+
+
+def _asked(flag: Any) -> bool:
+    """A flag's value as the field will read it (``"false"`` from a URL is false); a bad
+    one counts as not asked, and the field's own check names it."""
+    try:
+        return _FLAG.validate_python(flag)
+    except ValidationError:
+        return False
 
 
 def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | None:
