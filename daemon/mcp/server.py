@@ -16,9 +16,11 @@ model can act on; the server itself keeps running.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -30,6 +32,7 @@ from daemon.client import AsyncClient, DaemonError, NotReachable, OutcomeUnknown
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import NAME_PATTERN
 from daemon.mcp.actions import ToolFailure
+from daemon.mcp.framing import CheckedLines
 from daemon.mcp.tools import INSTRUCTIONS, TOOLS
 
 FALLBACK_SOURCE_ID = "mcp-client"
@@ -103,7 +106,12 @@ def build_server(socket: Path) -> Server[Any]:
 
 
 async def serve_stdio(socket: Path) -> None:
-    """Serve MCP on stdin/stdout until the client closes them."""
+    """Serve MCP on stdin/stdout until the client closes them; every malformed line is
+    answered (see :mod:`daemon.mcp.framing`)."""
     server = build_server(socket)
-    async with stdio_server() as (read_stream, write_stream):
+    lines = CheckedLines(sys.stdin.buffer)
+    # The SDK reads any async iterator of lines; it is typed as an open file.
+    stdin = cast("anyio.AsyncFile[str]", lines)
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+        lines.answer_on(write_stream)
         await server.run(read_stream, write_stream, server.create_initialization_options())
