@@ -4,6 +4,7 @@ import inside a function counts as much as one at the top).
     core  <-  store, files  <-  bus  <-  services  <-  receptors, rhythms, api  <-  process
                                                                    cli (the entry point)
     core  <-  search  <-  files  (the file layers rank with the search package)
+    core  <-  schema (the wire)  <-  services, client  <-  mcp   cli (the entry point)
 
 ``daemon.process`` is the only composition root: it alone puts receptors, the bus, the API
 and the rhythms together.
@@ -28,7 +29,7 @@ FILES = CORE | {"daemon.files", "daemon.search"}
 BUS = STORE | {"daemon.bus"}
 # The language-model client: an adapter to an outside endpoint, like the file layers.
 LLM = CORE | {"daemon.llm", "daemon.config"}
-SERVICES = BUS | FILES | LLM | {"daemon.services"}
+SERVICES = BUS | FILES | LLM | {"daemon.services", "daemon.schema"}
 
 # Layer (a module prefix) -> the prefixes its modules may import. The longest prefix wins.
 ALLOWED: dict[str, set[str]] = {
@@ -38,6 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.search": SEARCH,
     "daemon.search.semantic": SEARCH | {"daemon.config"},  # the [recall] model settings
     "daemon.bus": BUS,
+    # The wire schema: the payload contracts, the recall query, the API's answers.
+    "daemon.schema": CORE | {"daemon.schema"},
     "daemon.config": CORE | {"daemon.config", "rhythms.template"},
     "daemon.llm": LLM,
     "daemon.services": SERVICES,
@@ -50,16 +53,14 @@ ALLOWED: dict[str, set[str]] = {
     | {"receptors", "rhythms"},
     "daemon.cli": SERVICES
     | {"daemon", "daemon.cli", "daemon.process", "daemon.api.server", "daemon.logs"}
-    | {"daemon.loom.door", "daemon.client", "daemon.mcp_server", "daemon.service_files"}
+    | {"daemon.loom.door", "daemon.client", "daemon.mcp", "daemon.service_files"}
     | {"rhythms"},
-    # The public client: what it sends is checked with the core's rules; config finds the
-    # socket. Nothing of the daemon's inside.
-    "daemon.client": CORE | {"daemon.client", "daemon.config"},
+    # The public client: what it sends is checked with the core's rules and the wire
+    # schema; config finds the socket. Nothing of the daemon's inside.
+    "daemon.client": CORE | {"daemon.client", "daemon.config", "daemon.schema"},
     # The MCP server reaches the daemon through the client only; its tools' input schemas
-    # are the receptors' payload contracts.
-    "daemon.mcp_server": CORE
-    | {"daemon", "daemon.client", "daemon.services.context", "daemon.services.recall"}
-    | {"receptors.daily_note", "receptors.observation", "receptors.seeds"},
+    # are the wire schema's payload contracts and recall query.
+    "daemon.mcp": CORE | {"daemon", "daemon.client", "daemon.schema", "daemon.mcp"},
     "daemon.service_files": set(),
     "daemon.logs": set(),
     # The daemon as a subprocess, and the waits and rules only tests need.

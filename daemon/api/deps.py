@@ -17,10 +17,8 @@ from daemon.bus import SignalBus
 from daemon.config import SeedsConfig
 from daemon.core.clock import Clock
 from daemon.core.errors import FieldError
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 from daemon.services.recall import Layers
-
-MAX_WAIT_SECONDS = 30.0
-APPLY_WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -88,7 +86,7 @@ async def apply_signal(
     receptor: str,
     idempotency_key: str | None = None,
 ) -> str:
-    """Emit a signal a person asked for and wait (up to ``APPLY_WAIT_SECONDS``) for
+    """Emit a signal a person asked for and wait (up to ``DELIVERY_WAIT_SECONDS``) for
     ``receptor`` to apply it; its id. A refused delivery is a 409 with the receptor's error;
     one still pending is a 202."""
     keyed = (
@@ -111,7 +109,7 @@ async def apply_signal(
 
 async def applied(services: Services, signal_id: str, signal_type: str, receptor: str) -> str:
     """``signal_id`` once ``receptor`` applied it; 409 if it refused, 202 if still pending."""
-    status = await settle(services, signal_id, APPLY_WAIT_SECONDS)
+    status = await settle(services, signal_id, DELIVERY_WAIT_SECONDS)
     if status.get(receptor) == "dead":
         detail = await services.bus.store.read(lambda tx: tx.signals.get(signal_id))
         error = detail.deliveries[0].last_error if detail and detail.deliveries else None

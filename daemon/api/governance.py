@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field, model_validator
 
 from daemon.api.deps import Problem, Running, applied, apply_signal, sent_before
+from daemon.core import signal_types
 from daemon.core.clock import iso
 from daemon.core.records import Mark, Tombstone
 from daemon.services.governance import ForgetTarget, GovernanceRefused, standing, to_forget
@@ -86,7 +87,7 @@ async def correct_mark(mark_id: str, body: Correction, services: Running) -> dic
     async with services.governing:
         signal_id = await _apply(
             services,
-            "memory.mark_corrected",
+            signal_types.MARK_CORRECTED,
             {"mark_id": mark_id, "text": body.text, "reason": body.reason},
             body,
             lambda tx: standing(tx, workspace, mark_id),
@@ -109,7 +110,7 @@ async def retract_mark(mark_id: str, body: Retraction, services: Running) -> dic
     async with services.governing:
         signal_id = await _apply(
             services,
-            "memory.mark_retracted",
+            signal_types.MARK_RETRACTED,
             {"mark_id": mark_id, "reason": body.reason},
             body,
             lambda tx: standing(tx, workspace, mark_id),
@@ -130,7 +131,11 @@ async def forget_route(body: ForgetRequest, services: Running) -> dict[str, Any]
             if value is not None
         } | {"reason": body.reason}
         signal_id = await _apply(
-            services, "memory.forget", payload, body, lambda tx: to_forget(tx, workspace, target)
+            services,
+            signal_types.FORGET,
+            payload,
+            body,
+            lambda tx: to_forget(tx, workspace, target),
         )
     found = await services.bus.store.read(lambda tx: tx.tombstones.listing(workspace))
     [tombstone] = [t for t in found if t.signal_id == signal_id]

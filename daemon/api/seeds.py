@@ -20,14 +20,14 @@ from daemon.api.deps import (
     sent_before,
     settle,
 )
+from daemon.core import signal_types
 from daemon.core.clock import iso
 from daemon.core.records import Seed
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 from daemon.services.review import ReviewRefused, reviewable, undoable
 from daemon.store import Store
 
 router = APIRouter(prefix="/v1/seeds", tags=["seeds"])
-
-REVIEW_WAIT_SECONDS = 10.0
 
 
 class Undo(BaseModel):
@@ -81,7 +81,7 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
         raise Problem(exc.status, str(exc)) from None
     stored = await services.bus.emit_raw(
         {
-            "type": "memory.seed_reviewed",
+            "type": signal_types.SEED_REVIEWED,
             "source_id": "review",
             "source_layer": "human",
             "workspace_id": workspace,
@@ -93,7 +93,7 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
         }
         | ({"id": signal_id, "idempotency_key": key} if key else {})
     )
-    status = await settle(services, stored.id, REVIEW_WAIT_SECONDS)
+    status = await settle(services, stored.id, DELIVERY_WAIT_SECONDS)
     if status.get("seeds") == "dead":
         detail = await store.read(lambda tx: tx.signals.get(stored.id))
         error = detail.deliveries[0].last_error if detail and detail.deliveries else None
@@ -108,7 +108,7 @@ async def _review(seed_id: str, review: Review, services: Services) -> JSONRespo
 async def undo_review(seed_id: str, body: Undo, services: Running) -> dict[str, Any]:
     store, workspace = services.bus.store, services.layers.workspace
     now, hours = services.clock(), services.seed_rules.undo_hours
-    kind, key = "memory.seed_review_undone", body.idempotency_key
+    kind, key = signal_types.SEED_REVIEW_UNDONE, body.idempotency_key
     async with services.reviewing:
         signal_id = await sent_before(services, kind, key)
         if signal_id is not None:

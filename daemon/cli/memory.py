@@ -30,6 +30,7 @@ from daemon.cli.common import (
     remember_config,
     warnings_to_stderr,
 )
+from daemon.core import signal_types
 
 if TYPE_CHECKING:
     from daemon.client import Emitted
@@ -142,7 +143,7 @@ def recall(
     from pydantic import ValidationError
 
     from daemon.core.clock import utcnow
-    from daemon.services.recall import RecallQuery
+    from daemon.schema.recall import RecallQuery
     from daemon.services.recall import recall as run_recall
 
     given = {
@@ -246,7 +247,7 @@ def mark(
     config = load(config_path)
     answer = _send(
         config,
-        "memory.observation",
+        signal_types.OBSERVATION,
         observer,
         payload,
         idempotency_key,
@@ -287,7 +288,7 @@ def note(
     config = load(config_path)
     day = day or _today(config)
     payload = {"text": text, "date": day.isoformat()}
-    answer = _send(config, "memory.daily_note", login_name(), payload, idempotency_key)
+    answer = _send(config, signal_types.DAILY_NOTE, login_name(), payload, idempotency_key)
     if (answer.deliveries or {}).get("daily") == "delivered":
         from daemon.files.daily import DailyLog
 
@@ -317,7 +318,7 @@ def consolidate(day: date | None, idempotency_key: str | None, config_path: Path
     live, archived = daily.path(day), daily.path(day, archived=True)
     was_live = live.exists()
     payload = {"date": day.isoformat()}
-    answer = _send(config, "memory.consolidate", login_name(), payload, idempotency_key)
+    answer = _send(config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key)
     if (answer.deliveries or {}).get("consolidation") != "delivered":
         return
     if was_live:

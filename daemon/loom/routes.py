@@ -24,6 +24,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from daemon import __version__
 from daemon.bus import SignalBus
+from daemon.core import signal_types
 from daemon.core.clock import iso
 from daemon.core.days import InvalidDay, parse_day
 from daemon.core.records import Seed
@@ -32,6 +33,7 @@ from daemon.files.daily import SUFFIX, DailyLog
 from daemon.loom.data import Citation, LoomData, MarkFilter, SignalFilter
 from daemon.loom.guard import FIELD, FormGuard
 from daemon.loom.plot import strength_plot
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from daemon.api.deps import Services
@@ -41,7 +43,6 @@ MARK_STATES = ("active", "withered", "promoted")
 DELIVERY_STATUSES = ("pending", "delivered", "dead", "unrouted")
 SEARCH_LIMIT = 200
 SIGNAL_LIMIT = 200
-SETTLE_SECONDS = 10.0
 MAX_FIELD = 512  # longest search text or reviewer name a form may send
 
 SECURITY_HEADERS = {
@@ -315,7 +316,7 @@ def _duration(seconds: float) -> str:
 
 def _review_signal(seed: Seed, decision: str, reviewer: str) -> dict[str, Any]:
     return {
-        "type": "memory.seed_reviewed",
+        "type": signal_types.SEED_REVIEWED,
         "source_id": "loom",
         "source_layer": "human",
         "workspace_id": seed.workspace_id,
@@ -325,7 +326,7 @@ def _review_signal(seed: Seed, decision: str, reviewer: str) -> dict[str, Any]:
 
 async def _settle(bus: SignalBus, signal_id: str) -> None:
     """Wait (bounded) for the signal's deliveries; the page then shows whatever they are."""
-    with anyio.move_on_after(SETTLE_SECONDS):
+    with anyio.move_on_after(DELIVERY_WAIT_SECONDS):
         await bus.settled(signal_id)
 
 
