@@ -14,7 +14,8 @@ import stat
 import tomllib
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo
 
 import platformdirs
@@ -23,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -44,6 +46,12 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key and the rule."""
 
 
+def _scalar_types(annotation: Any) -> set[Any]:
+    """The types a field's annotation names at its top (``int | None`` names int, None)."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    return set(members or (annotation,))
+
+
 def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP))
 
@@ -60,6 +68,18 @@ def user_config_file() -> Path:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """TOML has real booleans and numbers: ``max_attempts = true`` is a mistake, not 1,
+        and ``digest = 1`` is not true (pydantic alone would take both)."""
+        accepted = _scalar_types(cls.model_fields[info.field_name or ""].annotation)
+        if isinstance(value, bool) and bool not in accepted and accepted & {int, float}:
+            raise ValueError("must be a number, not true or false")
+        if bool in accepted and not isinstance(value, bool) and value is not None:
+            raise ValueError("must be true or false")
+        return value
 
 
 class StoreConfig(_Section):

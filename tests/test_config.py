@@ -205,3 +205,41 @@ def test_semantic_recall_is_off_by_default_and_its_paths_resolve(tmp_path: Path)
         tmp_path / "m" / "model.onnx",
         tmp_path / "m" / "tokenizer.json",
     )
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[bus]\nmax_attempts = true\n", "bus.max_attempts: must be a number, not true or false"),
+        ("[bus]\ngrace_period = false\n", "bus.grace_period: must be a number"),
+        ("[recall]\nthreads = true\n", "recall.threads: must be a number"),
+        ("[seeds]\ndigest = 1\n", "seeds.digest: must be true or false"),
+        ("[recall]\nsemantic = 0\n", "recall.semantic: must be true or false"),
+        ('[seeds]\ndigest = "yes"\n', "seeds.digest: must be true or false"),
+    ],
+)
+def test_a_boolean_is_not_a_number_nor_a_number_a_boolean(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    """TOML has both: pydantic alone would run `max_attempts = true` as 1 attempt."""
+    with pytest.raises(ConfigError) as exc:
+        load_config(write(tmp_path / "cambium.toml", toml))
+    assert message in str(exc.value)
+
+
+def test_numbers_and_booleans_of_the_right_kind_still_load(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path / "cambium.toml", "[bus]\ngrace_period = 5\n[seeds]\ndigest = false\n")
+    )
+    assert (config.bus.grace_period, config.seeds.digest) == (5.0, False)
+
+
+def test_a_boolean_for_a_number_exits_2_naming_the_key(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daemon.cli.main import cli
+
+    config = write(tmp_path / "cambium.toml", "[bus]\nmax_attempts = true\n")
+    result = CliRunner().invoke(cli, ["db", "upgrade", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "bus.max_attempts: must be a number" in result.output
