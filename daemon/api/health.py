@@ -18,6 +18,8 @@ router = APIRouter(prefix="/v1/health", tags=["health"])
 def _status(services: Running) -> str:
     if services.bus.store.lost:
         return "store lost"  # the database file was deleted or replaced: writes are refused
+    if services.bus.store.write_failure is not None:
+        return "degraded"  # writes fail (a full disk, say): each is refused, none is lost
     return "ok" if services.bus.accepting else "stopping"
 
 
@@ -28,6 +30,7 @@ async def health(services: Running) -> dict[str, Any]:
     files = await anyio.to_thread.run_sync(services.layers.substrate.files)
     return {
         "status": _status(services),
+        "problem": bus.store.write_failure,
         "version": __version__,
         "uptime_seconds": round(time.monotonic() - services.started, 3),
         "workspace": services.layers.workspace,

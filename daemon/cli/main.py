@@ -116,7 +116,8 @@ def status(as_json: bool, config_path: Path | None) -> None:
 
         show(status_view(health, config.ingress.socket))
     if health["status"] != "ok":
-        raise Failure(f"the daemon is {health['status']}")
+        problem = health.get("problem")
+        raise Failure(f"the daemon is {health['status']}" + (f": {problem}" if problem else ""))
 
 
 @cli.command()

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from daemon.store.errors import StoreCorrupt, StoreLost
+from daemon.store.failure import describe_failure
 from daemon.store.marks import Marks
 from daemon.store.rhythm_state import RhythmState
 from daemon.store.seeds import Seeds
@@ -148,6 +149,12 @@ class Store:
     @property
     def writer_alive(self) -> bool:
         return self._writer.alive
+
+    @property
+    def write_failure(self) -> str | None:
+        """Why the last write failed, in one line, until a write succeeds again."""
+        failure = self._writer.failure
+        return None if failure is None else describe_failure(self.url, failure)
 
     def start(self) -> None:
         if self._file is not None and self._file.exists():

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import structlog
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from daemon.store.errors import WriterClosed
 
@@ -50,6 +51,14 @@ def _ok() -> None:
 
 def _run_jobs(connection: Connection, jobs: Sequence[Callable[[Connection], Any]]) -> list[Any]:
     return [job(connection) for job in jobs]
+
+
+def _store_failed(exc: Exception) -> bool:
+    """Whether the database, not the work, failed (SQLite's "database or disk is full" or
+    "readonly database", a PostgreSQL connection lost), as opposed to, say, a constraint."""
+    return isinstance(exc, OperationalError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
 
 
 class _Work:
@@ -93,6 +102,9 @@ class Writer:
         self._synchronous_full: bool | None = None  # SQLite's setting on the connection
         self.batches = 0
         self.jobs = 0
+        # Why the last transaction could not be written (a full disk, a read-only or lost
+        # store), until one is written again; a caller's own failing work is not counted.
+        self.failure: Exception | None = None
 
     def start(self) -> None:
         if self._thread is not None:
@@ -186,6 +198,7 @@ class Writer:
         try:
             self.before_commit()
         except Exception as exc:  # the store cannot take this batch: nothing is written
+            self.failure = exc
             answers.extend((work, None, exc) for work in batch)
             return
         try:
@@ -201,12 +214,15 @@ class Writer:
             if connection.in_transaction():
                 connection.rollback()
             if len(batch) == 1:
+                if _store_failed(exc):
+                    self.failure = exc
                 answers.append((batch[0], None, exc))
                 return
             log.debug("batch failed; running its work one by one", jobs=len(batch), error=str(exc))
             for work in batch:
                 self._commit_into(connection, [work], answers)
             return
+        self.failure = None
         answers.extend((work, result, None) for work, result in zip(batch, results, strict=True))
 
     def _set_durability(self, connection: Connection, durable: bool) -> None:

@@ -106,7 +106,7 @@ def test_full_disk_refuses_emits_with_503_and_recovers(tmp_path: Path, small_dis
             assert "cannot be written" in refused.json()["detail"]
         assert home.process is not None and home.process.poll() is None, "the daemon is up"
         health = home.get("/v1/health")
-        assert health.status_code == 200 and health.json()["status"] == "ok", "and serving"
+        assert health.status_code == 200 and health.json()["status"] == "degraded", "serving"
         assert stored_keys(database) == {f"{RUN}-0"}, "nothing refused was stored"
 
         ballast.unlink()
