@@ -35,6 +35,7 @@ SERVICES = BUS | FILES | LLM | {"daemon.services", "daemon.schema"}
 ALLOWED: dict[str, set[str]] = {
     "daemon.core": CORE,
     "daemon.store": STORE,
+    "daemon.store.migrate": STORE | {"daemon.sdnotify"},  # the start timeout, while migrating
     "daemon.files": FILES,
     "daemon.search": SEARCH,
     "daemon.search.semantic": SEARCH | {"daemon.config"},  # the [recall] model settings

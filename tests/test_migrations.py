@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from daemon.store import Store
-from daemon.store.migrate import current_revision, head_revision, upgrade
+from daemon.store.migrate import (
+    current_revision,
+    head_revision,
+    upgrade,
+    upgrade_in_child_process,
+)
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -246,3 +255,60 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
     assert [m.id for m in under_food] == ["mk_1", "mk_2"]
     assert forgotten == {"mk_3"}
     assert every == {"mk_1", "mk_2", "mk_3"}
+
+
+def test_a_batch_table_rebuild_runs_inside_the_revision_transaction(db_url: str) -> None:
+    """Downgrading 0004 drops columns: on SQLite a batch operation that copies the table
+    (create, copy, drop, rename), now inside the one transaction of its revision."""
+    from alembic import command
+
+    from daemon.store.migrate import alembic_config
+
+    upgrade(db_url, "0004")
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO memory_marks (id, workspace_id, subject, observation, fingerprint,"
+                " evidence, initial_strength, half_life_days, observed_by, first_observed_at,"
+                " last_reinforced_at, reinforcement_count, affinity, substrate_refs, state,"
+                " provenance, created_at, updated_at, ended_reason) VALUES ('mk_1', 'default',"
+                " 'user.food', 'likes figs', 'f', '{\"note\": \"n\"}', 0.8, 7.0, 'ada', :t, :t,"
+                " 0, '[]', '[]', 'active', 'stated', :t, :t, 'kept')"
+            ),
+            {"t": T0.replace(tzinfo=None)},
+        )
+    command.downgrade(alembic_config(db_url), "0003")
+    with engine.connect() as connection:
+        row = connection.execute(text("SELECT * FROM memory_marks")).mappings().one()
+    engine.dispose()
+    assert current_revision(db_url) == "0003"
+    assert (row["id"], row["provenance"], row["observation"]) == ("mk_1", "stated", "likes figs")
+    assert "ended_reason" not in row
+
+
+@pytest.mark.asyncio
+async def test_the_daemon_s_migration_extends_systemd_s_start_timeout_and_logs_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under systemd (``$NOTIFY_SOCKET``) the daemon pushes its start timeout ahead while
+    its migration child runs, and logs each revision the child applies."""
+    from structlog.testing import capture_logs
+
+    address = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(address))
+        systemd.setblocking(False)
+        monkeypatch.setenv("NOTIFY_SOCKET", str(address))
+        with capture_logs() as logs:
+            await upgrade_in_child_process(f"sqlite:///{tmp_path / 'cambium.db'}")
+        told = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                told.append(systemd.recv(4096).decode())
+    assert f"EXTEND_TIMEOUT_USEC={30 * 1_000_000}" in told
+    assert "STATUS=migrating the store" in told
+    progress = [entry["progress"] for entry in logs if entry["event"] == "migration"]
+    assert [line.split(" applied")[0] for line in progress] == [
+        f"revision 000{n}" for n in range(1, 7)
+    ]

@@ -164,8 +164,6 @@ def print_json(value: Any) -> None:
 def reading_store(config: Config) -> Iterator[Store]:
     """The store, opened for reading only (no writer thread, no migrations): read commands
     work whether or not the daemon runs. A missing or unmigrated database exits 1."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     from daemon.store import Store
     from daemon.store.migrate import current_revision, head_revision
 
@@ -175,17 +173,34 @@ def reading_store(config: Config) -> Iterator[Store]:
     missing = missing_database(config)
     if missing is not None:
         raise Failure(f"no database at {missing}: {advice}")
-    try:
+    with store_failures(url, "cannot read"):
         revision = current_revision(url)
-    except SQLAlchemyError as exc:
-        raise Failure(f"cannot open the store: {exc.__class__.__name__}: {exc}") from None
-    if revision != head_revision():
-        raise Failure(f"the database is not migrated (revision {revision}): {advice}")
-    store = Store(url)
+        if revision != head_revision():
+            raise Failure(f"the database is not migrated (revision {revision}): {advice}")
+        store = Store(url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@contextmanager
+def store_failures(url: str, doing: str, also: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """A store that cannot be reached or used ends the command with one line naming the
+    store, its host and the cause (exit 1; 2 when the URL itself is unusable). ``also``:
+    more exceptions that mean the store failed (not the command's own work)."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from daemon.store import describe_failure
+
+    failures: tuple[type[Exception], ...] = (SQLAlchemyError, CommandError, *also)
     try:
-        yield store
-    finally:
-        store.close()
+        yield
+    except ArgumentError as exc:
+        raise BadInput(f"bad config: store.url: {describe_failure(url, exc)}") from None
+    except failures as exc:
+        raise Failure(f"{doing} {describe_failure(url, exc)}") from None
 
 
 def missing_database(config: Config) -> Path | None:

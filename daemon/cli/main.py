@@ -27,6 +27,7 @@ from daemon.cli.common import (
     load,
     login_name,
     print_json,
+    store_failures,
 )
 from daemon.cli.loom import loom
 from daemon.cli.mcp import mcp
@@ -83,7 +84,8 @@ def run(config_path: Path | None) -> None:
     config = load(config_path)
     configure_logging(config.log.level)
     try:
-        anyio.run(run_daemon, config)
+        with store_failures(config.store.url, "cannot run on"):
+            anyio.run(run_daemon, config)
     except (ConfigError, IngressConfigError) as exc:
         raise BadInput(f"bad config: {exc}") from None
     except (IngressError, MigrationFailed, StoreInUse, StoreCorrupt) as exc:
@@ -209,8 +211,9 @@ def upgrade(config_path: Path | None) -> None:
     from daemon.store.migrate import upgrade as apply
 
     config = load(config_path)
-    apply(config.store.url)
-    click.echo(f"database at revision {current_revision(config.store.url)}")
+    with store_failures(config.store.url, "cannot upgrade", also=(OSError,)):
+        apply(config.store.url, progress=lambda line: click.echo(line, err=True))
+        click.echo(f"database at revision {current_revision(config.store.url)}")
 
 
 def main() -> None:

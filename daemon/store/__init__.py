@@ -17,6 +17,7 @@ from daemon.store.errors import (
     StoreLost,
     WriterClosed,
 )
+from daemon.store.failure import describe_failure
 from daemon.store.lock import StoreLock
 from daemon.store.marks import Marks, MarkText, fingerprint
 from daemon.store.seeds import Seeds
@@ -40,6 +41,7 @@ __all__ = [
     "Tx",
     "WriterClosed",
     "check_sqlite_file",
+    "describe_failure",
     "fingerprint",
     "make_engine",
 ]

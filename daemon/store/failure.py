@@ -7,7 +7,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 
-def masked_url(url: str) -> str:
+def _masked_url(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
@@ -27,4 +27,4 @@ def describe_failure(url: str, exc: BaseException) -> str:
     cause: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
     text = lines[0] if lines else type(cause).__name__
-    return f"the store {masked_url(url)}{where}: {text}"
+    return f"the store {_masked_url(url)}{where}: {text}"
