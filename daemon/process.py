@@ -23,12 +23,12 @@ from daemon import __version__
 from daemon.api.app import create_app
 from daemon.api.deps import Services
 from daemon.api.guards import BodyLimit, RequireToken
-from daemon.api.server import bind_tcp, bind_unix, make_server
 from daemon.bus import Receptor, RetryPolicy, SignalBus
 from daemon.config import Config, ConfigError
 from daemon.core.clock import Clock, utcnow
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
+from daemon.server import bind_tcp, bind_unix, make_server
 from daemon.services.recall import Layers
 from daemon.store import Store
 from daemon.store.engine import check_sqlite_file

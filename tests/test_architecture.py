@@ -39,12 +39,12 @@ ALLOWED: dict[str, set[str]] = {
     "receptors": SERVICES | {"receptors"},
     "rhythms": STORE | {"rhythms"},
     "daemon.api": SERVICES | {"daemon", "daemon.api", "daemon.loom.routes"},
-    "daemon.loom": SERVICES | {"daemon", "daemon.loom", "daemon.api.deps", "daemon.api.server"},
+    "daemon.loom": SERVICES | {"daemon", "daemon.loom", "daemon.api.deps", "daemon.server"},
     "daemon.process": SERVICES
-    | {"daemon", "daemon.api", "daemon.process", "daemon.logs", "daemon.sdnotify"}
+    | {"daemon", "daemon.api", "daemon.process", "daemon.logs", "daemon.sdnotify", "daemon.server"}
     | {"receptors", "rhythms"},
     "daemon.cli": SERVICES
-    | {"daemon", "daemon.cli", "daemon.process", "daemon.api.server", "daemon.logs"}
+    | {"daemon", "daemon.cli", "daemon.process", "daemon.server", "daemon.logs"}
     | {"daemon.loom.door", "daemon.client", "daemon.mcp_server", "daemon.service_files"}
     | {"rhythms"},
     # The public client: what it sends is checked with the core's rules; config finds the
@@ -59,6 +59,7 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.logs": set(),
     "daemon.testing": set(),  # the daemon as a subprocess: nothing of ours imported
     "daemon.sdnotify": set(),
+    "daemon.server": set(),  # sockets and uvicorn servers: the API's and Loom's door's
     "daemon": set(),  # the package's own __init__: the version, and nothing else
 }
 
