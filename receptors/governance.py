@@ -13,7 +13,8 @@ from pydantic import model_validator
 
 from daemon.bus import DeliveryContext, PayloadError, Receptor
 from daemon.core.signal import Signal
-from daemon.services.governance import ForgetTarget, GovernanceRefused, correct, forget, retract
+from daemon.services.errors import Refused
+from daemon.services.governance import ForgetTarget, correct, forget, retract
 from daemon.store import Store, Tx
 from receptors.common import Name, Payload, Subject, Text, parse_payload
 
@@ -67,5 +68,5 @@ class GovernanceReceptor(Receptor):
                 asked = parse_payload(Forget, signal.payload)
                 target = ForgetTarget(subject=asked.subject, mark_id=asked.mark_id)
                 forget(tx, signal, target, asked.reason)
-        except GovernanceRefused as exc:
+        except Refused as exc:
             raise PayloadError(exc.field, str(exc)) from None

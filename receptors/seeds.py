@@ -15,7 +15,8 @@ from typing import ClassVar, Literal
 from daemon.bus import PayloadError, StoreReceptor
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
-from daemon.services.review import PlantingRefused, ReviewRefused, check_planting, review, undo
+from daemon.services.errors import Refused
+from daemon.services.review import PlantingRefused, check_planting, review, undo
 from daemon.store import Tx
 from receptors.common import Name, Payload, Subject, TargetFile, Text, parse_payload
 
@@ -67,7 +68,7 @@ class SeedReceptor(StoreReceptor):
             else:
                 undone = parse_payload(SeedReviewUndone, signal.payload)
                 undo(tx, signal.workspace_id, undone.seed_id, signal.emitted_at, self.undo_hours)
-        except ReviewRefused as exc:
+        except Refused as exc:
             raise PayloadError("seed_id", str(exc)) from None
 
     def _plant(self, tx: Tx, signal: Signal) -> None:

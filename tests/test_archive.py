@@ -12,6 +12,7 @@ import pytest
 from support import FAST_RETRY, T0, emit_and_settle, make_signal
 
 from daemon.bus import SignalBus
+from daemon.composition import build_receptors
 from daemon.config import parse_config
 from daemon.core.records import Mark
 from daemon.files.daily import DailyLog
@@ -19,7 +20,6 @@ from daemon.services.archive import ArchiveRefused, export_archive, import_archi
 from daemon.store import Store
 from daemon.store.migrate import upgrade
 from daemon.store.signal_log import NewSignal
-from receptors import build_receptors
 
 FIRST_DAY = date(2026, 4, 11)
 
