@@ -5,7 +5,8 @@ import inside a function counts as much as one at the top).
                                                                    cli (the entry point)
 
 ``daemon.composition`` is the only composition root: it alone puts receptors, the bus, the
-API, Loom and the rhythms together; ``daemon.process`` runs what it built.
+API, Loom and the rhythms together; ``daemon.process`` runs what it built. No import cycle,
+lazy or not, between modules or between packages.
 """
 
 from __future__ import annotations
@@ -143,6 +144,126 @@ def test_only_the_composition_root_composes_the_daemon() -> None:
         if composing & imports_of(path) and not module_name(REPO, path).startswith("receptors")
     ]
     assert composers == ["daemon.composition"]
+
+
+# -- import cycles ------------------------------------------------------------------------
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Each first-party module -> the first-party modules it imports (anywhere in it: a lazy
+    import inside a function counts). ``from p import name`` counts ``p.name`` when that is a
+    module, else ``p``."""
+    modules = {
+        module_name(root, path)
+        for package in FIRST_PARTY
+        for path in (root / package).rglob("*.py")
+    }
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for package in FIRST_PARTY:
+        for path in (root / package).rglob("*.py"):
+            names: list[str] = []
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names.extend(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+            module = module_name(root, path)
+            graph[module] = {r for r in map(resolve, names) if r is not None} - {module}
+    return graph
+
+
+def package_graph(root: Path, graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph with each module folded into its package (``daemon``'s own modules,
+    such as ``daemon.config``, each stand for themselves)."""
+
+    def package(module: str) -> str:
+        if (root / module.replace(".", "/")).is_dir():
+            return module
+        parent = module.rpartition(".")[0]
+        return module if parent == "daemon" else parent
+
+    folded: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        outside = {package(i) for i in imported} - {package(module)}
+        folded.setdefault(package(module), set()).update(outside)
+    return folded
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowest[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                lowest[node] = min(lowest[node], lowest[target])
+            elif target in stack:
+                lowest[node] = min(lowest[node], index[target])
+        if lowest[node] == index[node]:
+            component = []
+            while (member := stack.pop()) != node:
+                component.append(member)
+            if component:
+                found.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_cycle_between_modules_or_packages() -> None:
+    graph = import_graph(REPO)
+    assert cycles(graph) == []
+    assert cycles(package_graph(REPO, graph)) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "modules", "packages"),
+    [
+        (  # a lazy cycle between two modules of two packages
+            {
+                "receptors/a.py": "def f() -> None:\n    from receptors.llm.b import g\n",
+                "receptors/llm/b.py": "from receptors import a\n",
+            },
+            [["receptors.a", "receptors.llm.b"]],
+            [["receptors", "receptors.llm"]],
+        ),
+        (  # packages importing each other through different modules: no module cycle
+            {
+                "daemon/api/app.py": "from daemon.loom.routes import router\n",
+                "daemon/loom/routes.py": "from daemon.api.deps import Running\n",
+                "daemon/api/deps.py": "",
+            },
+            [],
+            [["daemon.api", "daemon.loom"]],
+        ),
+        ({"daemon/x.py": "import daemon.y\n", "daemon/y.py": "import daemon.config\n"}, [], []),
+    ],
+)
+def test_a_synthetic_cycle_is_caught(
+    tmp_path: Path, files: dict[str, str], modules: list[list[str]], packages: list[list[str]]
+) -> None:
+    for package in FIRST_PARTY:
+        (tmp_path / package).mkdir()
+    for name, source in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == modules
+    assert cycles(package_graph(tmp_path, graph)) == packages
 
 
 # -- the tests themselves -----------------------------------------------------------------
