@@ -34,12 +34,6 @@ from receptors.seeds import SeedReceptor
 from rhythms.scheduler import RhythmScheduler
 
 
-def open_memory(config: Config, store: Store) -> Layers:
-    """The four layers recall reads. Raises ConfigError ([recall] semantic without its
-    model)."""
-    return Layers.from_config(config, store)
-
-
 def _openai(config: Config) -> Extractor:
     # Imported here: the HTTP client is loaded only by a daemon configured to use it.
     from daemon.llm import chat_client
@@ -123,7 +117,7 @@ def compose(config: Config, clock: Clock) -> Daemon:
     templates = config.rhythm_templates()
     token = config.ingress.read_token()
     store = Store(config.store.url)
-    memory = open_memory(config, store)
+    memory = Layers.from_config(config, store)  # ConfigError: semantic without its model
     try:
         receptors = build_receptors(config, store, memory.daily)
     except ValueError as exc:

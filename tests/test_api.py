@@ -15,10 +15,11 @@ from support import FAST_RETRY, T0
 
 from daemon.api.guards import BodyLimit, RequireToken
 from daemon.bus import SignalBus
-from daemon.composition import build_app, build_receptors, open_memory
+from daemon.composition import build_app, build_receptors
 from daemon.config import parse_config
 from daemon.core.records import derived_id
 from daemon.core.signal import MAX_PAYLOAD_BYTES
+from daemon.services.recall import Layers
 from daemon.services.running import Services
 from daemon.store import Store
 
@@ -50,7 +51,7 @@ async def serving(
     config = parse_config(
         {"workspace": "home", "paths": {"daily": str(root / "daily"), "compost": str(root / "c")}}
     )
-    memory = open_memory(config, store)
+    memory = Layers.from_config(config, store)
     running = [
         r
         for r in build_receptors(config, store, memory.daily)

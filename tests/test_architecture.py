@@ -45,8 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.process": SERVICES
     | {"daemon", "daemon.composition", "daemon.logs", "daemon.sdnotify", "daemon.server"},
     "daemon.cli": SERVICES
-    | {"daemon", "daemon.cli", "daemon.composition", "daemon.process", "daemon.server"}
-    | {"daemon.logs"}
+    | {"daemon", "daemon.cli", "daemon.process", "daemon.server", "daemon.logs"}
     | {"daemon.loom.door", "daemon.client", "daemon.mcp_server", "daemon.service_files"}
     | {"rhythms"},
     # The public client: what it sends is checked with the core's rules; config finds the
