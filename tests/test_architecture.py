@@ -1,7 +1,8 @@
 """The layers, checked from the source: who may import whom (parsed with ``ast``, so an
 import inside a function counts as much as one at the top).
 
-    core  <-  store, files  <-  bus  <-  services  <-  receptors, rhythms, api  <-  process
+    core  <-  store, files  <-  bus  <-  services  <-  receptors, rhythms, api, loom
+                                                     <-  composition  <-  process
                                                                    cli (the entry point)
 
 ``daemon.composition`` is the only composition root: it alone puts receptors, the bus, the
