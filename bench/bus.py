@@ -6,7 +6,7 @@ The configurations, in the order each round measures them:
 
 - in process: a :class:`SignalBus` with the observation receptor on a fresh SQLite file, 1
   and 8 concurrent emitters, each emit validated as the ingress does; timed from the first
-  emit until :meth:`SignalBus.drained` (the receptor's marks committed), with the latency of
+  emit until :func:`daemon.testing.drained` (the receptor's marks committed), with the latency of
   each emit's acknowledgement (durably stored);
 - the floor (:class:`bench.baseline.ObservationFloor`): plain ``sqlite3`` writing only the
   rows an observation needs (the signal, the mark, the cursor), 1 and 8 to a commit, with
@@ -64,7 +64,7 @@ from daemon.core.signal import Signal
 from daemon.logs import configure_logging
 from daemon.store import Store
 from daemon.store.migrate import upgrade
-from daemon.testing import DaemonHome
+from daemon.testing import DaemonHome, drained
 from receptors.observation import ObservationReceptor
 
 ROUNDS = 3
@@ -141,7 +141,7 @@ async def emit_into(url: str, emitters: int, seconds: float, numbers: Iterator[i
             async with anyio.create_task_group() as tasks:
                 for _ in range(emitters):
                     tasks.start_soon(emitter)
-            await bus.drained()
+            await drained(bus)
             elapsed = time.perf_counter() - started
     finally:
         store.close()

@@ -9,7 +9,7 @@ at ``k`` when one of its evidence lines is among the first ``k`` lines.
 
 The daily search runs twice: lexical (as recall runs by default) and hybrid (``[recall]
 semantic = true``: the same lexical ranking fused with dense embeddings, see
-:mod:`daemon.files.semantic`). Beside them, in the same run, a plain BM25 baseline ranks
+:mod:`daemon.search.semantic`). Beside them, in the same run, a plain BM25 baseline ranks
 single lines (lines as documents per conversation, the same tokenizer and stemmer, Okapi
 BM25 with k1 = 1.2, b = 0.75 and the non-negative idf ``ln(1 + (N - n + 0.5) / (n +
 0.5))``), scored at its first ``k`` lines.
@@ -59,8 +59,8 @@ from typing import Any
 from daemon.config import RecallConfig
 from daemon.core.days import parse_day
 from daemon.files.daily import DailyLog
-from daemon.files.fusion import DenseRanker
-from daemon.files.text import K1, B, terms
+from daemon.search.fusion import DenseRanker
+from daemon.search.text import K1, B, terms
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RESULTS = REPOSITORY / "bench" / "results" / "locomo.json"
@@ -155,7 +155,7 @@ def load_embedding(directory: Path) -> Embedding | None:
     """The packaged model with a fresh embedding cache in ``directory``; None without the
     ``semantic`` extra."""
     try:
-        from daemon.files.semantic import DenseIndex, load_semantic
+        from daemon.search.semantic import DenseIndex, load_semantic
     except ImportError:
         return None
     before = rss_mb()

@@ -30,7 +30,8 @@ from daemon.core.records import Mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, RecallResult, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, RecallResult, recall
 from daemon.store import Store, Tx
 from daemon.store.migrate import upgrade
 

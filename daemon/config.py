@@ -177,6 +177,8 @@ class LLMConfig(_Section):
     overlap_lines: int = Field(5, ge=0, le=100)
     temperature: float = Field(0.0, ge=0, le=2)
     max_attempts: int = Field(3, ge=1, le=10)
+    # An answer longer than this is given up (read in pieces, never held whole).
+    max_answer_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=1024**3)
 
     @field_validator("base_url")
     @classmethod

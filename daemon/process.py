@@ -28,9 +28,7 @@ from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.server import bind_tcp, bind_unix, make_server
 from daemon.services.recall import Layers
-from daemon.store import Store
-from daemon.store.engine import check_sqlite_file
-from daemon.store.lock import StoreLock
+from daemon.store import Store, StoreLock, check_sqlite_file
 from daemon.store.migrate import upgrade_in_child_process
 
 log = structlog.get_logger("cambium.daemon")

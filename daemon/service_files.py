@@ -5,6 +5,7 @@ templates rendered for that deployment; a test keeps them equal)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -16,7 +17,7 @@ UNIT_NAME = "cambium.service"
 AGENT_LABEL = "com.cambium.memory"
 DEFAULT_TIMEZONE = "Europe/Berlin"
 # The directories a config made by `cambium init` names, relative to it.
-LAYER_DIRECTORIES = ("memory/long-term", "memory/daily", "memory/compost", "run")
+LAYER_DIRECTORIES = ("store", "memory/long-term", "memory/daily", "memory/compost", "run")
 
 
 def _template(name: str) -> Template:
@@ -27,8 +28,29 @@ def render_config(timezone: str) -> str:
     return _template("cambium.toml").substitute(timezone=timezone)
 
 
-def render_unit(cambium: str, config: str) -> str:
-    return _template(UNIT_NAME).substitute(cambium=cambium, config=config)
+@dataclass(frozen=True)
+class Sandbox:
+    """What the service needs beyond reading: the directories it writes (the store's, the
+    daily log's, the socket's), whether its socket is in the runtime directory (which
+    systemd then makes, private, at each start) and whether it talks over IP at all."""
+
+    writable: Sequence[str]
+    runtime_directory: bool
+    network: bool
+
+
+def render_unit(cambium: str, config: str, sandbox: Sandbox) -> str:
+    writable = "".join(f"ReadWritePaths={path}\n" for path in sandbox.writable)
+    if sandbox.runtime_directory:
+        writable += "RuntimeDirectory=cambium\nRuntimeDirectoryMode=0700\n"
+    network = (
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"
+        if sandbox.network
+        else "RestrictAddressFamilies=AF_UNIX\nPrivateNetwork=yes\n"
+    )
+    return _template(UNIT_NAME).substitute(
+        cambium=cambium, config=config, writable=writable, network=network
+    )
 
 
 def render_agent(cambium: str, config: str, logs: str) -> str:
@@ -63,17 +85,22 @@ class ServiceFile:
     disable: list[list[str]]  # commands that stop and unload it
 
 
-def service_file(platform: Platform, cambium: Path, config: Path, home: Path) -> ServiceFile:
+def service_file(
+    platform: Platform, cambium: Path, config: Path, home: Path, sandbox: Sandbox
+) -> ServiceFile:
     """The unit or agent that runs ``cambium run --config CONFIG`` for this user."""
     if platform == "systemd":
-        # systemd splits ExecStart on spaces: quote paths that have them.
-        def arg(path: Path) -> str:
+        # systemd splits ExecStart and ReadWritePaths on spaces: quote paths that have them.
+        def arg(path: Path | str) -> str:
             return f'"{path}"' if " " in str(path) else str(path)
 
+        quoted = Sandbox(
+            [arg(p) for p in sandbox.writable], sandbox.runtime_directory, sandbox.network
+        )
         return ServiceFile(
             platform,
             home / ".config" / "systemd" / "user" / UNIT_NAME,
-            render_unit(arg(cambium), arg(config)),
+            render_unit(arg(cambium), arg(config), quoted),
             enable=[
                 ["systemctl", "--user", "daemon-reload"],
                 ["systemctl", "--user", "enable", "--now", "cambium"],

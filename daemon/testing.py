@@ -1,6 +1,8 @@
 """The real daemon (``cambium run``) as a subprocess on a private home directory, talked to
 over its real Unix socket: the one harness the tests and the benchmarks start a daemon with
-(and one anyone testing against Cambium can use). Imports nothing else of ours."""
+(and one anyone testing against Cambium can use); and the few waits and rules that only
+tests need, kept out of the product code. Imports the bus and the core, nothing else of
+ours."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+
+from daemon.bus import SignalBus
+from daemon.core.subjects import normalize_subject
 
 CAMBIUM = str(Path(sys.executable).with_name("cambium"))
 
@@ -182,3 +187,17 @@ def running(home: DaemonHome) -> Iterator[DaemonHome]:
     finally:
         if home.process is not None:
             home.stop(signal.SIGKILL)
+
+
+async def drained(bus: SignalBus) -> None:
+    """Wait until no delivery is pending anywhere (bound it with ``anyio.fail_after``)."""
+    await bus.wait_until(lambda tx: True if tx.signals.open_counts().pending == 0 else None)
+
+
+def subject_matches(prefix: str, candidate: str) -> bool:
+    """Segment-prefix match, the rule the marks' subject query implements in SQL:
+    ``user.sleep`` matches ``user.sleep`` and ``user.sleep.bedtime`` but not
+    ``user.sleepover``; the empty prefix matches everything."""
+    p = normalize_subject(prefix)
+    c = normalize_subject(candidate)
+    return p == "" or c == p or c.startswith(p + ".")

@@ -34,9 +34,9 @@ from zoneinfo import ZoneInfo
 
 import anyio.to_thread
 import structlog
-from pydantic import model_validator
 
 from daemon.bus import DeliveryContext, Receptor
+from daemon.core import signal_types
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement, derived_id
 from daemon.core.signal import Signal
@@ -44,23 +44,13 @@ from daemon.core.strength import withers
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
 from daemon.files.fs import RefusedFile
+from daemon.schema.payloads import Consolidate
 from daemon.store import Store, Tx
-from receptors.common import Day, Payload, parse_payload
+from receptors.common import parse_payload
 from receptors.extractors import Extraction, Extractor
 from receptors.near_copies import Wanted, near_copies
 
 log = structlog.get_logger("cambium.consolidation")
-
-
-class Consolidate(Payload):
-    date: Day | None = None
-    through: Day | None = None
-
-    @model_validator(mode="after")
-    def _one_way_to_name_days(self) -> Consolidate:
-        if self.date is not None and self.through is not None:
-            raise ValueError("give date (one day) or through (every day up to it), not both")
-        return self
 
 
 def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
@@ -70,7 +60,7 @@ def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
 
 class ConsolidationReceptor(Receptor):
     key: ClassVar[str] = "consolidation"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.consolidate"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.CONSOLIDATE})
 
     def __init__(
         self,

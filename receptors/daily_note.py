@@ -11,36 +11,25 @@ under the daily log's lock.
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated, ClassVar
+from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 import anyio.to_thread
-from pydantic import AfterValidator
 
 from daemon.bus import DeliveryContext, Receptor
+from daemon.core import signal_types
 from daemon.core.signal import Signal
 from daemon.files.daily import DailyLog
-from receptors.common import Day, Payload, Text, parse_payload
-
-
-def _one_line(value: str) -> str:
-    if "\n" in value or "\r" in value:
-        raise ValueError("must be a single line")
-    return value
-
+from daemon.schema.payloads import DailyNote
+from receptors.common import parse_payload
 
 # The checkpoint's key: the day's position before the first attempt.
 CHECKPOINT = "day_position"
 
 
-class DailyNote(Payload):
-    text: Annotated[Text, AfterValidator(_one_line)]
-    date: Day | None = None
-
-
 class DailyNoteReceptor(Receptor):
     key: ClassVar[str] = "daily"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.daily_note"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.DAILY_NOTE})
 
     def __init__(self, daily: DailyLog, *, zone: ZoneInfo) -> None:
         self.daily = daily

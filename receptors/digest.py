@@ -16,26 +16,24 @@ from zoneinfo import ZoneInfo
 import anyio.to_thread
 
 from daemon.bus import DeliveryContext, Receptor
+from daemon.core import signal_types
 from daemon.core.clock import SECONDS_PER_DAY
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
 from daemon.files.daily import DailyLog
+from daemon.schema.payloads import SeedDigest
 from daemon.services.review import wither
 from daemon.store import Store, Tx
-from receptors.common import Day, Payload, parse_payload
+from receptors.common import parse_payload
 
 OLDEST_SHOWN = 3
 WEEK = timedelta(days=7)
 EXCERPT_CHARS = 80
 
 
-class SeedDigest(Payload):
-    date: Day | None = None
-
-
 class DigestReceptor(Receptor):
     key: ClassVar[str] = "digest"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.seed_digest"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.SEED_DIGEST})
 
     def __init__(
         self, store: Store, daily: DailyLog, *, zone: ZoneInfo, wither_days: float = 30

@@ -9,43 +9,21 @@ from __future__ import annotations
 from typing import ClassVar
 
 import anyio.to_thread
-from pydantic import model_validator
 
 from daemon.bus import DeliveryContext, PayloadError, Receptor
+from daemon.core import signal_types
 from daemon.core.signal import Signal
+from daemon.schema.payloads import Forget, MarkCorrected, MarkRetracted
 from daemon.services.errors import Refused
 from daemon.services.governance import ForgetTarget, correct, forget, retract
 from daemon.store import Store, Tx
-from receptors.common import Name, Payload, Subject, Text, parse_payload
-
-
-class MarkCorrected(Payload):
-    mark_id: Name
-    text: Text
-    reason: Text
-
-
-class MarkRetracted(Payload):
-    mark_id: Name
-    reason: Text
-
-
-class Forget(Payload):
-    subject: Subject | None = None
-    mark_id: Name | None = None
-    reason: Text
-
-    @model_validator(mode="after")
-    def _one_target(self) -> Forget:
-        if (self.subject is None) == (self.mark_id is None):
-            raise ValueError("needs exactly one of subject and mark_id")
-        return self
+from receptors.common import parse_payload
 
 
 class GovernanceReceptor(Receptor):
     key: ClassVar[str] = "governance"
     binds: ClassVar[frozenset[str]] = frozenset(
-        {"memory.mark_corrected", "memory.mark_retracted", "memory.forget"}
+        {signal_types.MARK_CORRECTED, signal_types.MARK_RETRACTED, signal_types.FORGET}
     )
 
     def __init__(self, store: Store) -> None:
@@ -53,15 +31,15 @@ class GovernanceReceptor(Receptor):
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         await delivery.commit(lambda tx: self.apply(tx, signal))
-        if signal.type == "memory.forget":
+        if signal.type == signal_types.FORGET:
             await anyio.to_thread.run_sync(self.store.scrub)
 
     def apply(self, tx: Tx, signal: Signal) -> None:
         try:
-            if signal.type == "memory.mark_corrected":
+            if signal.type == signal_types.MARK_CORRECTED:
                 corrected = parse_payload(MarkCorrected, signal.payload)
                 correct(tx, signal, corrected.mark_id, corrected.text, corrected.reason)
-            elif signal.type == "memory.mark_retracted":
+            elif signal.type == signal_types.MARK_RETRACTED:
                 retracted = parse_payload(MarkRetracted, signal.payload)
                 retract(tx, signal, retracted.mark_id, retracted.reason)
             else:

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from daemon.core.likeness import is_near_copy
 from daemon.core.records import Mark
-from daemon.store import Tx
-from daemon.store.marks import fingerprint
+from daemon.store import Tx, fingerprint
 
 CANDIDATES_PER_SUBJECT = 10
 

@@ -9,60 +9,23 @@ mark instead (reviving a withered one)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Literal
-
-from pydantic import model_validator
+from typing import ClassVar
 
 from daemon.bus import PayloadError, StoppedAt, StoreReceptor
+from daemon.core import signal_types
 from daemon.core.clock import SECONDS_PER_DAY
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement
 from daemon.core.signal import Signal
+from daemon.schema.payloads import Observation
 from daemon.store import Tx
-from receptors.common import (
-    DayFile,
-    LineRange,
-    Name,
-    Payload,
-    Subject,
-    SubstrateRef,
-    Tags,
-    Text,
-    parse_payload,
-)
+from receptors.common import parse_payload
 from receptors.near_copies import Wanted, near_copies
-
-
-class Evidence(Payload):
-    signal_ids: list[Name] = []
-    daily_file: DayFile | None = None
-    line_range: LineRange | None = None
-    compost_ids: list[Name] = []
-    note: Text | None = None
-
-    @model_validator(mode="after")
-    def _something_populated(self) -> Evidence:
-        if not (
-            self.signal_ids or self.daily_file or self.line_range or self.compost_ids or self.note
-        ):
-            raise ValueError(
-                "needs at least one of signal_ids, daily_file, line_range, compost_ids, note"
-            )
-        return self
-
-
-class Observation(Payload):
-    subject: Subject
-    observation: Text
-    evidence: Evidence
-    affinity: Tags | None = None
-    substrate_refs: list[SubstrateRef] = []
-    provenance: Literal["stated", "observed", "inferred"] = "observed"
 
 
 class ObservationReceptor(StoreReceptor):
     key: ClassVar[str] = "observation"
-    binds: ClassVar[frozenset[str]] = frozenset({"memory.observation"})
+    binds: ClassVar[frozenset[str]] = frozenset({signal_types.OBSERVATION})
 
     def __init__(
         self, reinforce_delta: float = 0.2, similarity: float = DEFAULT_SIMILARITY

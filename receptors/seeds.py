@@ -10,39 +10,23 @@ else in the daemon writes the seed's target file, accepted or not."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from daemon.bus import PayloadError, StoreReceptor
+from daemon.core import signal_types
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
+from daemon.schema.payloads import SeedPlanted, SeedReviewed, SeedReviewUndone
 from daemon.services.errors import Refused
 from daemon.services.review import PlantingRefused, check_planting, review, undo
 from daemon.store import Tx
-from receptors.common import Name, Payload, Subject, TargetFile, Text, parse_payload
-
-
-class SeedPlanted(Payload):
-    subject: Subject
-    proposed_change: Text
-    target_file: TargetFile
-    based_on_marks: list[Name] = []
-
-
-class SeedReviewed(Payload):
-    seed_id: Name
-    decision: Literal["accepted", "rejected"]
-    reviewer: Name
-
-
-class SeedReviewUndone(Payload):
-    seed_id: Name
-    reviewer: Name
+from receptors.common import parse_payload
 
 
 class SeedReceptor(StoreReceptor):
     key: ClassVar[str] = "seeds"
     binds: ClassVar[frozenset[str]] = frozenset(
-        {"memory.seed_planted", "memory.seed_reviewed", "memory.seed_review_undone"}
+        {signal_types.SEED_PLANTED, signal_types.SEED_REVIEWED, signal_types.SEED_REVIEW_UNDONE}
     )
 
     def __init__(self, *, wither_days: float = 30, undo_hours: float = 24) -> None:
@@ -50,11 +34,11 @@ class SeedReceptor(StoreReceptor):
         self.undo_hours = undo_hours
 
     def apply(self, tx: Tx, signal: Signal) -> None:
-        if signal.type == "memory.seed_planted":
+        if signal.type == signal_types.SEED_PLANTED:
             self._plant(tx, signal)
             return
         try:
-            if signal.type == "memory.seed_reviewed":
+            if signal.type == signal_types.SEED_REVIEWED:
                 reviewed = parse_payload(SeedReviewed, signal.payload)
                 review(
                     tx,

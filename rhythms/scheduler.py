@@ -30,8 +30,7 @@ from apscheduler.triggers.date import DateTrigger
 
 from daemon.core.clock import Clock, iso, utcnow
 from daemon.core.signal import Signal
-from daemon.store import Store
-from daemon.store.signal_log import Stored
+from daemon.store import Store, Stored
 from rhythms.template import RhythmTemplate, latest_slot, next_slot
 
 Emit = Callable[[Signal], Awaitable[Stored]]

@@ -24,6 +24,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: str | None = None  # a raw body instead of a completion
     hang: bool = False  # never answer (until the server closes)
+    # Send ``body`` this many times over, with no content-length (the connection's close
+    # ends it): a huge answer that the server never holds whole.
+    repeat: int = 1
 
 
 def facts(*items: tuple[str, str, int, int]) -> str:
@@ -76,6 +79,9 @@ def chat_server() -> Iterator[ChatServer]:
             if reply.hang:
                 release.wait(30)
                 return
+            if reply.repeat > 1:
+                self._stream(reply.status, (reply.body or "").encode(), reply.repeat)
+                return
             if reply.body is not None or reply.content is None:
                 self._send(reply.status, reply.headers, reply.body or "{}")
                 return
@@ -92,6 +98,16 @@ def chat_server() -> Iterator[ChatServer]:
                 ],
             }
             self._send(reply.status, reply.headers, json.dumps(completion))
+
+        def _stream(self, status: int, piece: bytes, times: int) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            try:
+                for _ in range(times):
+                    self.wfile.write(piece)
+            except OSError:  # the client gave up reading
+                pass
 
         def _send(self, status: int, headers: dict[str, str], text: str) -> None:
             data = text.encode()

@@ -17,9 +17,8 @@ from daemon.config import parse_config
 from daemon.core.records import Mark
 from daemon.files.daily import DailyLog
 from daemon.services.archive import ArchiveRefused, export_archive, import_archive, read_archive
-from daemon.store import Store
+from daemon.store import NewSignal, Store
 from daemon.store.migrate import upgrade
-from daemon.store.signal_log import NewSignal
 
 FIRST_DAY = date(2026, 4, 11)
 

@@ -26,12 +26,13 @@ from daemon.bus import (
     Receptor,
     RetryPolicy,
     SignalBus,
+    Undeliverable,
 )
 from daemon.core.signal import Signal, SignalRejected
-from daemon.store import Store, Tx
+from daemon.store import NewSignal, Store, Stored, Tx
 from daemon.store.migrate import upgrade
-from daemon.store.signal_log import NewSignal, Stored
 from daemon.store.tables import SignalTable
+from daemon.testing import drained
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
 
@@ -369,7 +370,7 @@ async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
 
     async with SignalBus(store, [Counter()]) as bus:  # a new bus on the same database
         with anyio.fail_after(30):
-            await bus.drained()
+            await drained(bus)
         assert bus.accepting
 
     stored = set(
@@ -476,7 +477,7 @@ async def drain_backlog(
     with structlog.testing.capture_logs() as logs:
         async with SignalBus(store, [receptor], retry=FAST) as bus:
             with anyio.fail_after(10):
-                await bus.drained()
+                await drained(bus)
     return stored, logs
 
 
@@ -795,8 +796,17 @@ async def test_emits_before_a_poisoned_one_in_the_same_commit_are_applied_in_it(
             stored = [await emit for emit in emits]
             assert applied(store) == [stored[0].id], "applied when its emit returned"
             with anyio.fail_after(10):
-                await bus.drained()
+                await drained(bus)
     assert applied(store) == [stored[0].id, stored[2].id]
     assert delivered_lines(logs) == [(1, stored[2].id, stored[2].seq)]
     stored_lines = [line["count"] for line in logs if line["event"] == "signals stored"]
     assert stored_lines == [3], "one commit"
+
+
+def test_the_retry_policy_decides_when_to_try_again_and_when_to_give_up() -> None:
+    policy = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=1.0)
+    decision = policy.decide(RuntimeError("flaky"), 1, T0)
+    assert decision is not None and 0.5 <= decision.delay <= 1.0
+    assert decision.retry_at == T0 + timedelta(seconds=decision.delay)
+    assert policy.decide(RuntimeError("flaky"), 3, T0) is None  # the last attempt failed
+    assert policy.decide(Undeliverable("never"), 1, T0) is None  # retrying cannot help

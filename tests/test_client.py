@@ -30,6 +30,7 @@ from daemon.services.recall import Layers
 from daemon.services.running import Services
 from daemon.store import Store
 from daemon.testing import DaemonHome, running
+from receptors.governance import GovernanceReceptor
 from receptors.observation import ObservationReceptor
 from receptors.seeds import SeedReceptor
 
@@ -203,11 +204,40 @@ async def in_process(store: Store, tmp_path: Path) -> AsyncIterator[AsyncClient]
     config = parse_config({"paths": {"daily": str(tmp_path / "daily")}}, source=None)
     memory = Layers.from_config(config, store)
     clock = lambda: T0 + timedelta(hours=1)  # noqa: E731
-    receptors = [ObservationReceptor(), SeedReceptor()]
+    receptors = [ObservationReceptor(), SeedReceptor(), GovernanceReceptor(store)]
     async with SignalBus(store, receptors, workspace="default", clock=clock) as bus:
         app = create_app(Services(bus=bus, layers=memory, clock=clock))
         async with AsyncClient(transport=httpx.ASGITransport(app), source_id="asgi") as client:
             yield client
+
+
+@pytest.mark.asyncio
+async def test_the_async_client_retracts_a_mark_and_undoes_a_review(
+    store: Store, tmp_path: Path
+) -> None:
+    async with in_process(store, tmp_path) as client:
+        await client.observe("user.pet", "has a cat called Miso", wait=10)
+        [mark] = (await client.recall("user.pet", layers=["marks"])).marks
+        retracted = await client.retract(mark.id, reason="never had a cat")
+        assert retracted["signal_id"] and retracted["mark"]["state"] == "retracted"
+        assert (await client.recall("user.pet", layers=["marks"])).marks == []
+        await client.plant_seed("user.pet", "Add: cat Miso", "USER.md", wait=10)
+        [seed] = await client.seeds()
+        assert (await client.review_seed(seed.id, "accepted", "ada")).state == "accepted"
+        undone = await client.undo_review(seed.id, "ada")
+        assert undone["signal_id"] and [s.state for s in await client.seeds()] == ["pending"]
+
+
+@pytest.mark.asyncio
+async def test_a_recall_query_is_checked_before_it_is_sent(store: Store, tmp_path: Path) -> None:
+    async with in_process(store, tmp_path) as client:
+        await client.observe("user.tea", "drinks green tea", wait=10, intensity=0.05)
+        withered = await client.recall("user.tea", include_withered=True, provenance=["observed"])
+        assert [m.observation for m in withered.marks] == ["drinks green tea"]
+        assert (await client.recall("user.tea")).marks == [], "below the default strength"
+        with pytest.raises(Rejected) as refused:
+            await client.recall("x", provenance=["guessed"])  # type: ignore[list-item]
+    assert [e.field for e in refused.value.errors] == ["provenance.0"]
 
 
 @pytest.mark.asyncio

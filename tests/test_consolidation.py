@@ -17,7 +17,8 @@ from daemon.core.records import Mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, recall
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor, default_day
 from receptors.extractors import MockExtractor

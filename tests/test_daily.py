@@ -17,8 +17,9 @@ from disk import Crash, Disk
 
 from daemon.core.days import InvalidDay, parse_day
 from daemon.files import fs
-from daemon.files.daily import Claim, DailyHit, DailyLog, _spans, _with_neighbours
+from daemon.files.daily import Claim, DailyLog
 from daemon.files.fs import Folder
+from daemon.search.daily import DailyHit, _spans, _with_neighbours
 
 DAY = date(2026, 4, 11)
 

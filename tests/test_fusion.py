@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from daemon.files.daily import DailyLog
-from daemon.files.fusion import line_meanings, ranking, reciprocal_rank_fusion, said_of_speaker
 from daemon.files.substrate import Substrate
+from daemon.search.fusion import line_meanings, ranking, reciprocal_rank_fusion, said_of_speaker
 
 if TYPE_CHECKING:
-    from daemon.files import semantic as semantic_module
+    from daemon.search import embedding as embedding_module
+    from daemon.search import semantic as semantic_module
 
 DAY = date(2026, 4, 11)
 
@@ -42,10 +43,10 @@ class MeaningEmbedder:
     def __init__(self) -> None:
         self.embedded: list[str] = []  # every text it was asked for, in order
 
-    def embed(self, texts: Sequence[str]) -> semantic_module.Vectors:
+    def embed(self, texts: Sequence[str]) -> embedding_module.Vectors:
         import numpy as np
 
-        from daemon.files.semantic import normalise
+        from daemon.search.embedding import normalise
 
         self.embedded.extend(texts)
         rows = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -63,7 +64,7 @@ def semantic() -> ModuleType:
     """The dense index module; the tests that need it skip without the extra."""
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
     return pytest.importorskip(
-        "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+        "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
     )
 
 

@@ -17,7 +17,8 @@ from daemon.core.records import Mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, recall
 from daemon.store import Store
 from receptors.governance import GovernanceReceptor
 from receptors.observation import ObservationReceptor
@@ -309,4 +310,4 @@ async def test_free_text_no_longer_finds_a_forgotten_mark(store: Store, tmp_path
         assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
     assert search() == []
     assert search(include_history=True) == []
-    assert not memory.mark_text._index.scores("migraines")
+    assert not memory.mark_text._index._lexical.scores("migraines")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.store.lock import StoreInUse, StoreLock
+from daemon.store import StoreInUse, StoreLock
 
 
 def test_a_second_holder_is_refused_and_told_the_first_ones_pid(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def test_loom_on_the_tcp_ingress_needs_the_bearer_token(home: DaemonHome) -> Non
 @pytest.mark.asyncio
 async def test_a_ticket_expires_unused(tmp_path: Path) -> None:
     now = [1000.0]
-    proxy = LoomProxy(tmp_path / "no.sock", ticket_seconds=60, clock=lambda: now[0])
+    proxy = LoomProxy(tmp_path / "no.sock", "127.0.0.1", ticket_seconds=60, clock=lambda: now[0])
     entry = proxy.entry_path()
     transport = httpx.ASGITransport(app=proxy)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:

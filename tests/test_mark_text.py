@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
-from daemon.services.mark_text import MarkText, is_free_text
+from daemon.search.marks import is_free_text
+from daemon.services.mark_text import MarkText
 from daemon.store import Store
 
 
@@ -48,7 +48,7 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
 ) -> None:
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
     semantic = pytest.importorskip(
-        "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+        "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
     )
     cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
     marks = semantic.Semantic.create(MeaningEmbedder(), cache, min_similarity=0.2).scoped("marks")
@@ -68,12 +68,14 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
 
     # A mark forgotten while the daemon was not running: the next start deletes its
     # embedding once it has read what every mark says.
-    cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row(semantic))])
+    cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row())])
     restarted = MarkText(semantic.DenseIndex(marks))
     store.read_sync(restarted.follow)
     assert len(marks.cache) == 1  # lentil soup's
     assert search(store, restarted, "soup") == ["mk_b"]
 
 
-def np_row(semantic: ModuleType) -> Any:
-    return semantic.normalise(__import__("numpy").ones((1, 256), dtype="float32"))[0]
+def np_row() -> Any:
+    from daemon.search.embedding import normalise
+
+    return normalise(__import__("numpy").ones((1, 256), dtype="float32"))[0]

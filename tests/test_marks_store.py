@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,10 +12,10 @@ from hypothesis import strategies as st
 from sqlalchemy import event
 
 from daemon.core.records import Mark, Reinforcement, Seed
-from daemon.core.subjects import subject_matches
 from daemon.store import Store, Tx
 from daemon.store.marks import marks as marks_table
 from daemon.store.sql import IN_LIST_LIMIT
+from daemon.testing import subject_matches
 from receptors.consolidation import wither_sweep
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)
@@ -361,3 +362,83 @@ def test_the_subjects_offered_to_the_extractor_are_those_of_live_memory(store: S
         make_mark("o", "user.other", workspace_id="other"),
     )
     assert store.read_sync(lambda tx: tx.marks.subjects("w")) == ["user.a", "user.p", "user.w"]
+
+
+# -- what a browser (Loom) reads ----------------------------------------------------------
+
+
+def test_the_seeds_based_on_a_mark_are_those_naming_it_exactly(store: Store) -> None:
+    plant_seeds(
+        store,
+        replace(seed("s1", 0), based_on_marks=["m_1", "m2"]),
+        replace(seed("s2", 1), based_on_marks=["mx1"]),  # "m_1" as a LIKE pattern matches it
+        replace(seed("s3", 2), based_on_marks=['x"m_1"y']),  # so does a quoted substring
+        replace(seed("s4", 3, workspace="other"), based_on_marks=["m_1"]),
+        replace(seed("s5", 4), based_on_marks=["m_1"]),
+    )
+    found = store.read_sync(lambda tx: tx.seeds.based_on("w", "m_1"))
+    assert [s.id for s in found] == ["s1", "s5"]
+    assert store.read_sync(lambda tx: tx.seeds.based_on("w", "m")) == []
+
+
+def test_the_marks_citing_a_daily_file_cite_it_in_their_own_or_a_reinforcements_evidence(
+    store: Store,
+) -> None:
+    day = "daily/2026-04_11.md"
+    insert(
+        store,
+        make_mark("own", "a.b", evidence={"daily_file": day, "line_range": [1, 2]}),
+        make_mark("boosted", "a.c"),
+        make_mark("lookalike", "a.d", evidence={"daily_file": "daily/2026-04x11.md"}),
+        make_mark("elsewhere", "a.e", evidence={"note": day}),
+        make_mark("other", "a.f", workspace_id="v", evidence={"daily_file": day}),
+    )
+    boosted = store.read_sync(lambda tx: tx.marks.get("boosted"))
+    assert boosted is not None
+    rf = Reinforcement(
+        id="rf",
+        mark_id="boosted",
+        reinforced_at=T0,
+        reinforced_by="tester",
+        evidence={"daily_file": day, "line_range": [3, 3]},
+        strength_delta=0.1,
+    )
+    store.write_sync(lambda tx: tx.marks.reinforce([(boosted, rf)]))
+    found = store.read_sync(lambda tx: tx.marks.citing("w", day))
+    assert sorted(m.id for m in found) == ["boosted", "own"]
+
+
+def test_a_browser_search_takes_its_text_and_prefix_literally(store: Store) -> None:
+    insert(
+        store,
+        make_mark("pct", "user.food", observation="100% Sure", observed_by="ann"),
+        make_mark("plain", "user.foodie", observation="100 sure"),
+        make_mark("under", "user_x.y", observation="an X"),
+        make_mark("wild", "userAx.y", observation="an X"),
+        make_mark("gone", "user.food", observation="100% sure", state="forgotten"),
+    )
+
+    def found(**filters: Any) -> list[str]:
+        scored = store.read_sync(lambda tx: tx.marks.score_filtered("w", T0, **filters))
+        return sorted(s.mark_id for s in scored)
+
+    assert found(text="0% s") == ["gone", "pct"], "case-insensitive, % taken literally"
+    assert found(text="USER_X") == ["under"], "_ taken literally, the subject searched too"
+    assert found(subject_prefix="user.food") == ["gone", "pct", "plain"], "a plain prefix"
+    assert found(subject_prefix="user_") == ["under"]
+    assert found(text="sure", states=("active",)) == ["pct", "plain"]
+    assert found(observed_by="ann") == ["pct"]
+    assert found() == ["gone", "pct", "plain", "under", "wild"]
+    [pct] = store.read_sync(lambda tx: tx.marks.score_filtered("w", T0, observed_by="ann"))
+    assert pct.value == 1.0
+
+
+def test_the_observers_of_a_workspace_each_once_in_order(store: Store) -> None:
+    insert(
+        store,
+        make_mark("a", "a.a", observed_by="zed"),
+        make_mark("b", "a.b", observed_by="ann"),
+        make_mark("c", "a.c", observed_by="zed"),
+        make_mark("d", "a.d", observed_by="bob", workspace_id="v"),
+    )
+    assert store.read_sync(lambda tx: tx.marks.observers("w")) == ["ann", "zed"]

@@ -13,7 +13,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from daemon.mcp_server import source_id_for
+from daemon.mcp.server import source_id_for
 from daemon.testing import CAMBIUM, DaemonHome, running
 
 CLIENT_NAME = "test-agent"

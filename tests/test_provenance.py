@@ -17,7 +17,8 @@ from daemon.bus import SignalBus
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, recall
 from daemon.store import Store
 from daemon.store.migrate import upgrade
 from receptors.observation import ObservationReceptor

@@ -18,7 +18,8 @@ from daemon.core.strength import WITHER_THRESHOLD, current_strength, strength
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, recall
 from daemon.store import Store
 from daemon.store.marks import marks as marks_table
 from daemon.store.marks import reinforcements as reinforcements_table

@@ -14,7 +14,8 @@ from test_marks_store import make_mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, recall
 from daemon.store import Store
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)

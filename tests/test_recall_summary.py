@@ -14,7 +14,7 @@ from chat_server import ChatServer, Reply, chat_server
 from daemon.config import LLMConfig
 from daemon.core.records import Mark
 from daemon.core.strength import strength
-from daemon.files.daily import DailyHit
+from daemon.search.daily import DailyHit
 from daemon.services.recall import MarkHit, RecallResult
 from daemon.services.summary import with_summary
 

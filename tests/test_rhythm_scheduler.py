@@ -15,9 +15,8 @@ from sqlalchemy import select
 from daemon.bus import BusClosed, SignalBus
 from daemon.core.clock import iso
 from daemon.core.signal import Signal
-from daemon.store import Store, Tx
+from daemon.store import Store, Stored, Tx
 from daemon.store.rhythm_state import rhythm_state
-from daemon.store.signal_log import Stored
 from rhythms.scheduler import RhythmScheduler
 from rhythms.template import RhythmTemplate, bundled_templates
 

@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files.fusion import line_meanings, said_of_speaker
+from daemon.search.fusion import line_meanings, said_of_speaker
 from daemon.testing import DaemonHome, running
 
 pytest.importorskip("onnxruntime", reason="needs pip install 'cambium-memory[semantic]'")
 semantic = pytest.importorskip(
-    "daemon.files.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+    "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
+)
+embedding = pytest.importorskip(
+    "daemon.search.embedding", reason="needs pip install 'cambium-memory[semantic]'"
 )
 try:
-    MODEL, TOKENIZER = semantic.packaged_model()
-except semantic.SemanticUnavailable as exc:
+    MODEL, TOKENIZER = embedding.packaged_model()
+except embedding.SemanticUnavailable as exc:
     pytest.skip(str(exc), allow_module_level=True)
 
 QUESTION = "What instrument does she play?"
@@ -32,12 +35,12 @@ DAILY = (
 
 
 @pytest.fixture(scope="module")
-def embedder() -> semantic.OnnxEmbedder:
-    return semantic.OnnxEmbedder(MODEL, TOKENIZER, model_id=semantic.DEFAULT_MODEL_ID, threads=1)
+def embedder() -> embedding.OnnxEmbedder:
+    return embedding.OnnxEmbedder(MODEL, TOKENIZER, model_id=embedding.DEFAULT_MODEL_ID, threads=1)
 
 
 def test_the_model_places_a_paraphrase_nearer_than_unrelated_lines(
-    embedder: semantic.OnnxEmbedder,
+    embedder: embedding.OnnxEmbedder,
 ) -> None:
     lines = DAILY.splitlines()
     vectors = embedder.embed(lines)
@@ -51,11 +54,11 @@ def test_the_model_places_a_paraphrase_nearer_than_unrelated_lines(
 
 
 def test_the_model_converted_to_int8_products_keeps_the_meaning(
-    embedder: semantic.OnnxEmbedder, tmp_path: Path
+    embedder: embedding.OnnxEmbedder, tmp_path: Path
 ) -> None:
-    converted = semantic.quantized_model(MODEL, tmp_path / "int8.onnx")
+    converted = embedding.quantized_model(MODEL, tmp_path / "int8.onnx")
     assert converted == tmp_path / "int8.onnx"
-    fast = semantic.OnnxEmbedder(converted, TOKENIZER, model_id="int8", threads=1)
+    fast = embedding.OnnxEmbedder(converted, TOKENIZER, model_id="int8", threads=1)
     lines = [*DAILY.splitlines(), QUESTION]
     agreement = (fast.embed(lines) * embedder.embed(lines)).sum(axis=1)
     assert min(agreement) > 0.97  # cosine between the two models' vectors of each text
@@ -63,7 +66,7 @@ def test_the_model_converted_to_int8_products_keeps_the_meaning(
     assert int(similarity.argmax()) == 1  # still the violin
     # Converted once: a second start uses the file as it is.
     written = converted.stat().st_mtime_ns
-    assert semantic.quantized_model(MODEL, converted).stat().st_mtime_ns == written
+    assert embedding.quantized_model(MODEL, converted).stat().st_mtime_ns == written
 
 
 @pytest.fixture
@@ -94,7 +97,7 @@ def test_semantic_recall_finds_a_paraphrase_the_lexical_recall_misses(home: Daem
     home.write_config()
     hybrid = recall(home, QUESTION)
     # The violin line, perhaps with the line before it: a line's meaning is partly that of
-    # its neighbours (daemon.files.fusion.line_meanings).
+    # its neighbours (daemon.search.fusion.line_meanings).
     best = hybrid["daily"][0]
     assert best["date"] == "2026-04-11"
     assert best["line_range"] in ([2, 2], [1, 2])
@@ -117,7 +120,9 @@ def test_embeddings_are_kept_beside_the_store_keyed_by_content(home: DaemonHome)
     home.extra_config = "[recall]\nsemantic = true\n"
     home.write_config()
     recall(home, QUESTION)
-    cache = semantic.EmbeddingCache(home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384)
+    cache = semantic.EmbeddingCache(
+        home.root / "embeddings.sqlite", embedding.DEFAULT_MODEL_ID, 384
+    )
     # A daily line as said by its speaker, and with its neighbours; a substrate line as is.
     daily = [text for pair in line_meanings(DAILY.splitlines()) for text in pair]
     texts = [*daily, "# Hobbies", "Cello lessons.", "# Food", "Lentil soup."]
@@ -146,7 +151,9 @@ def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
 
 
 def embedded(home: DaemonHome, text: str) -> bool:
-    cache = semantic.EmbeddingCache(home.root / "embeddings.sqlite", semantic.DEFAULT_MODEL_ID, 384)
+    cache = semantic.EmbeddingCache(
+        home.root / "embeddings.sqlite", embedding.DEFAULT_MODEL_ID, 384
+    )
     try:
         return bool(cache.get_many([semantic.content_hash(text)]))
     finally:

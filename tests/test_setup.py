@@ -14,16 +14,19 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from daemon.client import Client
-from daemon.service_files import LAYER_DIRECTORIES, render_agent, render_unit
+from daemon.service_files import LAYER_DIRECTORIES, Sandbox, render_agent, render_unit
 
 CAMBIUM = str(Path(sys.executable).with_name("cambium"))
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cambium(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+def cambium(*args: str, home: Path, **environment: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CAMBIUM_CONFIG", "NOTIFY_SOCKET")}
     env["HOME"] = str(home)
+    env.update(environment)
     return subprocess.run([CAMBIUM, *args], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -77,27 +80,112 @@ def test_init_then_run_then_recall_works_with_no_other_step(tmp_path: Path) -> N
         log.close()
 
 
-def test_service_install_writes_a_unit_systemd_accepts_and_uninstall_removes_it(
-    tmp_path: Path,
-) -> None:
+def unit_settings(unit: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in unit.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            found.setdefault(key, []).append(value)
+    return found
+
+
+def installed_unit(tmp_path: Path, config_text: str = "") -> Path:
     assert cambium("init", str(tmp_path / "mem"), home=tmp_path).returncode == 0
     config = tmp_path / "mem" / "cambium.toml"
+    if config_text:
+        config.write_text(config.read_text() + config_text)
     done = cambium(
         "service", "install", "--platform", "systemd", "--config", str(config), home=tmp_path
     )
     assert done.returncode == 0, done
-    unit = tmp_path / ".config" / "systemd" / "user" / "cambium.service"
-    text = unit.read_text()
-    assert f"ExecStart={CAMBIUM} run --config {config}\n" in text
     assert "systemctl --user enable --now cambium" in done.stdout
-    if shutil.which("systemd-analyze"):
-        checked = subprocess.run(
-            ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
-        )
-        assert checked.returncode == 0, checked.stderr
-    removed = cambium("service", "uninstall", "--platform", "systemd", home=tmp_path)
-    assert removed.returncode == 0 and not unit.exists(), removed
+    return tmp_path / ".config" / "systemd" / "user" / "cambium.service"
+
+
+def exposure(unit: Path) -> float:
+    """``systemd-analyze security``'s overall exposure for ``unit`` (0 best, 10 worst)."""
+    rated = subprocess.run(
+        ["systemd-analyze", "security", "--offline=yes", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    last = rated.stdout.strip().splitlines()[-1]
+    assert "Overall exposure level" in last, rated
+    return float(last.split(": ")[1].split()[0])
+
+
+def test_service_install_writes_a_unit_systemd_accepts(tmp_path: Path) -> None:
+    unit = installed_unit(tmp_path)
+    root = tmp_path / "mem"
+    text = unit.read_text()
+    assert f"ExecStart={CAMBIUM} run --config {root / 'cambium.toml'}\n" in text
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
+    checked = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_the_unit_writes_only_the_store_daily_and_socket_directories(tmp_path: Path) -> None:
+    """Issue 26, finding 9: the unit was rated 9.2 UNSAFE by systemd-analyze security."""
+    unit = installed_unit(tmp_path)
+    root = tmp_path / "mem"
+    settings = unit_settings(unit)
+    assert settings["ReadWritePaths"] == [str(root / d) for d in ("store", "memory/daily", "run")]
+    assert settings["ProtectSystem"] == ["strict"] and settings["ProtectHome"] == ["read-only"]
+    assert settings["UMask"] == ["0077"] and settings["SyslogLevelPrefix"] == ["yes"]
+    assert settings["RestrictAddressFamilies"] == ["AF_UNIX"], "no TCP, PostgreSQL or model"
+    assert all((root / d).is_dir() for d in ("store", "memory/daily", "run"))
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
+    assert exposure(unit) <= 3.5
+
+
+def test_a_unit_for_a_daemon_that_talks_over_ip_may_use_ip(tmp_path: Path) -> None:
+    unit = installed_unit(tmp_path, '\n[llm]\nmodel = "m"\n')
+    settings = unit_settings(unit)
+    assert settings["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
+    assert "PrivateNetwork" not in settings
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
+    assert exposure(unit) <= 3.5
+
+
+def test_uninstall_stops_and_disables_before_it_removes(tmp_path: Path) -> None:
+    """With no systemd user manager to stop it, nothing is removed: the person is told
+    what to do in one line, instead of being left a unit systemctl can no longer find."""
+    unit = installed_unit(tmp_path)
+    if shutil.which("systemctl") is None:
+        pytest.skip("systemctl is not installed")
+    env_without_bus = {
+        "XDG_RUNTIME_DIR": str(tmp_path / "no-runtime"),
+        "DBUS_SESSION_BUS_ADDRESS": "",
+    }
+    removed = cambium(
+        "service", "uninstall", "--platform", "systemd", home=tmp_path, **env_without_bus
+    )
+    assert removed.returncode == 1 and unit.exists(), removed
+    (line,) = removed.stderr.strip().splitlines()
+    assert "cannot reach your systemd user manager" in line and f"rm {unit}" in line
+    unit.unlink()
     assert cambium("service", "uninstall", home=tmp_path).returncode == 1
+
+
+def test_install_now_without_a_user_bus_says_what_to_do(tmp_path: Path) -> None:
+    assert cambium("init", str(tmp_path / "mem"), home=tmp_path).returncode == 0
+    if shutil.which("systemctl") is None:
+        pytest.skip("systemctl is not installed")
+    done = cambium(
+        "service", "install", "--now", "--platform", "systemd",
+        "--config", str(tmp_path / "mem" / "cambium.toml"), home=tmp_path,
+        XDG_RUNTIME_DIR=str(tmp_path / "no-runtime"), DBUS_SESSION_BUS_ADDRESS="",
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    (line,) = done.stderr.strip().splitlines()
+    assert "cannot reach your systemd user manager" in line and "loginctl enable-linger" in line
+    assert "systemctl --user daemon-reload && systemctl --user enable --now cambium" in line
 
 
 def test_service_install_writes_a_launchd_plist_that_parses(tmp_path: Path) -> None:
@@ -113,6 +201,8 @@ def test_service_install_writes_a_launchd_plist_that_parses(tmp_path: Path) -> N
     assert parsed["ProgramArguments"] == [CAMBIUM, "run", "--config", str(config)]
     assert parsed["StandardOutPath"] == str(tmp_path / "Library" / "Logs" / "cambium.log")
     assert parsed["KeepAlive"] == {"SuccessfulExit": False}
+    assert parsed["Umask"] == 0o077 and parsed["ProcessType"] == "Standard"
+    assert not {"Sockets", "MachServices", "inetdCompatibility"} & set(parsed), "no network keys"
     assert "launchctl bootstrap gui/" in done.stdout
 
 
@@ -123,7 +213,15 @@ def test_service_install_needs_a_config_file(tmp_path: Path) -> None:
 
 def test_the_reference_deployment_is_the_same_templates_rendered() -> None:
     deployment = REPO / "deployments" / "obadiah"
-    unit = render_unit("%h/.local/bin/cambium", "%h/Projects/Obadiah/cambium.toml")
+    unit = render_unit(
+        "%h/.local/bin/cambium",
+        "%h/Projects/Obadiah/cambium.toml",
+        Sandbox(
+            ["%h/.local/share/cambium", "%h/Projects/Obadiah/memory/daily"],
+            runtime_directory=True,  # the socket: $XDG_RUNTIME_DIR/cambium, the default
+            network=False,
+        ),
+    )
     assert (deployment / "cambium.service").read_text() == unit
     joshua = "/Users/joshua"
     agent = render_agent(

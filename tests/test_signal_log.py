@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from support import T0, make_signal
 
-from daemon.store import Store, Tx
-from daemon.store.signal_log import DeliveriesPending, DeliveryCounts, NewSignal, Stored
+from daemon.store import DeliveriesPending, DeliveryCounts, NewSignal, Store, Stored, Tx
 
 LATER = T0 + timedelta(minutes=5)
 
@@ -315,3 +314,10 @@ def test_an_export_holds_the_log_in_order_after_payloads_were_replaced(store: St
         (stored[1].id, {"n": 1}),
         (stored[2].id, {"n": 2}),
     ]
+
+
+def test_the_types_and_sources_stored_each_once_in_order(store: Store) -> None:
+    for n, signal_type in enumerate(["test.pong", "test.ping", "test.pong"]):
+        append(store, signal_type, n % 2)
+    assert store.read_sync(lambda tx: tx.signals.types()) == ["test.ping", "test.pong"]
+    assert store.read_sync(lambda tx: tx.signals.sources()) == ["source-0", "source-1"]

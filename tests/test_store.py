@@ -24,10 +24,9 @@ from support import FAST_RETRY, T0
 
 from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
-from daemon.store import Store, Tx
-from daemon.store.engine import StoreCorrupt, StoreLost, check_sqlite_file
+from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
 from daemon.store.migrate import current_revision, head_revision, upgrade
-from daemon.store.signal_log import NewSignal, Stored
+from daemon.testing import drained
 
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
@@ -153,7 +152,7 @@ async def test_what_a_worker_commits_does_not_wait_for_fsync(store: Store) -> No
     spy = CommitSpy(store._writer.engine)
     async with SignalBus(store, receptors, retry=FAST_RETRY) as bus:
         with anyio.fail_after(10):
-            await bus.drained()
+            await drained(bus)
     spy.detach()
     assert fails_first.attempts == [1, 2]
     assert sorted(applied(store)) == sorted(s.id for s in backlog[:4])
@@ -267,7 +266,7 @@ async def test_a_write_submitted_while_the_writer_stops_is_refused_not_stranded(
 ) -> None:
     """Stopping finishes what is queued; anything submitted once the stop has begun is
     refused at once (WriterClosed), never queued behind the stop to wait forever."""
-    from daemon.store.writer import WriterClosed
+    from daemon.store import WriterClosed
 
     entered, release = threading.Event(), threading.Event()
 
@@ -293,7 +292,7 @@ async def test_a_write_submitted_while_the_writer_stops_is_refused_not_stranded(
 
 @pytest.mark.asyncio
 async def test_write_after_close_is_refused(tmp_path: Path) -> None:
-    from daemon.store.writer import WriterClosed
+    from daemon.store import WriterClosed
 
     url = f"sqlite:///{tmp_path}/c.db"
     upgrade(url)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.core.subjects import normalize_subject, subject_matches
+from daemon.core.subjects import normalize_subject
 from daemon.store.sql import escape_like
+from daemon.testing import subject_matches
 
 
 @pytest.mark.parametrize(

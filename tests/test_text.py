@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.files.text import Index, query_terms, terms, words
+from daemon.search.text import Index, query_terms, terms, words
 
 
 def index_of(*texts: str) -> Index[int]:

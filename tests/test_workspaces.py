@@ -16,7 +16,8 @@ from daemon.core.records import Seed, derived_id
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
-from daemon.services.recall import Layers, RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import Layers, recall
 from daemon.store import Store
 from receptors.consolidation import wither_sweep
 from receptors.observation import ObservationReceptor

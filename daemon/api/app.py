@@ -24,8 +24,7 @@ from daemon.core.errors import describe, field_errors
 from daemon.core.signal import SignalRejected, SignalTooLarge
 from daemon.services.errors import Conflict, Invalid, NotFound, Refused
 from daemon.services.running import Services
-from daemon.store.engine import StoreLost
-from daemon.store.writer import WriterClosed
+from daemon.store import StoreLost, WriterClosed
 
 log = structlog.get_logger("cambium.api")
 

@@ -11,8 +11,6 @@ from daemon.core.errors import FieldError
 from daemon.services.commands import Outcome, delivery_status
 from daemon.services.running import Services
 
-MAX_WAIT_SECONDS = 30.0
-
 
 class Problem(Exception):
     """An answer other than success: ``status``, a readable ``detail``, field errors."""

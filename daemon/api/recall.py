@@ -5,48 +5,38 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from daemon.api.deps import Running
-from daemon.services.recall import RecallQuery, recall
+from daemon.schema.recall import RecallQuery
+from daemon.services.recall import recall
 from daemon.services.summary import with_summary
 
 router = APIRouter(prefix="/v1/recall", tags=["recall"])
 
 
-def recall_query(
-    about: str = "",
-    layers: str | None = None,
-    horizon: str | None = None,
-    min_strength: float | None = None,
-    limit: int = 10,
-    include_withered: bool = False,
-    include_history: bool = False,
-    workspace: str | None = None,
-    provenance: str | None = None,
-    summary: bool = False,
-) -> RecallQuery:
+def recall_query(request: Request) -> RecallQuery:
     """The query parameters of recall (and of context), checked: 422 names the field."""
-    return RecallQuery.model_validate(
-        {
-            "about": about,
-            "layers": layers,
-            "horizon": horizon,
-            "min_strength": min_strength,
-            "limit": limit,
-            "include_withered": include_withered,
-            "include_history": include_history,
-            "workspace": workspace,
-            "provenance": provenance,
-            "summary": summary,
-        }
-    )
+    return RecallQuery.from_params(request.query_params)
+
+
+def query_parameters() -> list[dict[str, Any]]:
+    """The recall query's fields as OpenAPI query parameters (the route reads them itself)."""
+    schema = RecallQuery.model_json_schema()
+    return [
+        {"name": name, "in": "query", "required": False, "schema": field}
+        for name, field in schema["properties"].items()
+    ]
 
 
 Recalled = Annotated[RecallQuery, Depends(recall_query)]
 
 
-@router.get("", summary="What the memory knows about something")
+@router.get(
+    "",
+    summary="What the memory knows about something",
+    openapi_extra={"parameters": query_parameters()},
+)
 async def recall_route(services: Running, query: Recalled) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(recall, query, services.layers, services.clock())
     if query.summary:

@@ -5,7 +5,7 @@ its config allows. On PostgreSQL a fleet of daemons shares the store: each recep
 through a lease on its cursor row, renewed by its owner every third of the lease and taken
 over by another daemon that may own it once the lease has run out. Owner changes are also
 fenced where it matters: a worker's work counts only if the cursor is still where the worker
-read it (:meth:`~daemon.store.signal_log.SignalLog.advance`), so an owner that lost its lease
+read it (:meth:`~daemon.store.SignalLog.advance`), so an owner that lost its lease
 mid-delivery never applies a store effect twice.
 """
 

@@ -18,9 +18,9 @@ from daemon.client import (
     OutcomeUnknown,
     Rejected,
 )
-from daemon.client.calls import MAX_WAIT_SECONDS
 from daemon.config import Config
 from daemon.core.errors import describe
+from daemon.schema.waits import MAX_WAIT_SECONDS
 
 __all__ = ["MAX_WAIT_SECONDS", "check_deliveries", "daemon"]
 

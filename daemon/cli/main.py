@@ -77,8 +77,7 @@ def run(config_path: Path | None) -> None:
     from daemon.logs import configure_logging
     from daemon.process import run_daemon
     from daemon.server import IngressConfigError, IngressError
-    from daemon.store.engine import StoreCorrupt
-    from daemon.store.lock import StoreInUse
+    from daemon.store import StoreCorrupt, StoreInUse
     from daemon.store.migrate import MigrationFailed
 
     config = load(config_path)

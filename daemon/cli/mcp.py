@@ -24,7 +24,7 @@ def mcp(config_path: Path | None) -> None:
     """
     import anyio
 
-    from daemon.mcp_server import serve_stdio
+    from daemon.mcp.server import serve_stdio
 
     config = load(config_path)
     anyio.run(serve_stdio, config.ingress.socket)

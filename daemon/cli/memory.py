@@ -30,7 +30,8 @@ from daemon.cli.writing import consolidate, mark, note
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.services.recall import Layers, RecallQuery, RecallResult
+    from daemon.schema.recall import RecallQuery
+    from daemon.services.recall import Layers, RecallResult
     from daemon.store import Store
 
 
@@ -162,7 +163,7 @@ def recall(
 def _recall_query(given: dict[str, Any]) -> RecallQuery:
     from pydantic import ValidationError
 
-    from daemon.services.recall import RecallQuery
+    from daemon.schema.recall import RecallQuery
 
     try:
         return RecallQuery.model_validate(given)

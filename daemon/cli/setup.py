@@ -7,12 +7,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from daemon.cli.common import Failure, config_option, load
 
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.service_files import Sandbox
+
 PLATFORMS = ("systemd", "launchd")
+# What systemctl --user says when this shell has no user manager to talk to.
+NO_USER_BUS = "Failed to connect to bus"
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -29,8 +36,8 @@ def _write_private(path: Path, text: str) -> None:
 def init(directory: Path) -> None:
     """Set up a memory in DIR (default: here).
 
-    Writes a commented cambium.toml and the directories it names (your notes, the daily
-    log, compost, the socket's), each private to you (0700; the config 0600), and prints
+    Writes a commented cambium.toml and the directories it names (the store's, your notes,
+    the daily log, compost, the socket's), each private to you (0700; the config 0600), and prints
     the next two commands. Nothing existing is overwritten.
 
     \b
@@ -83,12 +90,41 @@ def _cambium_executable() -> Path:
     return Path(found).absolute()
 
 
-def _run(commands: list[list[str]]) -> None:
+def _sandbox(config: Config) -> Sandbox:
+    """Exactly what the daemon run with ``config`` writes, and whether it needs IP."""
+    from sqlalchemy.engine import make_url
+
+    from daemon.config import runtime_dir
+    from daemon.service_files import Sandbox
+
+    store = make_url(config.store.url)
+    writable = [config.paths.daily]
+    if store.get_backend_name() == "sqlite" and store.database:
+        writable.insert(0, Path(store.database).parent)  # the file, its journal and lock
+    socket = config.ingress.socket.parent
+    in_runtime = socket == runtime_dir()
+    if not in_runtime:
+        writable.append(socket)
+    if config.recall.semantic:
+        writable.append(config.recall.embeddings.parent)  # the cache and converted model
+    network = (
+        config.ingress.tcp is not None
+        or store.get_backend_name() == "postgresql"
+        or config.llm_configured
+    )
+    return Sandbox([str(p) for p in dict.fromkeys(writable)], in_runtime, network)
+
+
+def _run(commands: list[list[str]], no_manager: str) -> None:
+    """Run each command; ``no_manager`` is the one line to say when systemd's user
+    manager cannot be reached from here."""
     for command in commands:
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise Failure(f"`{' '.join(command)}` could not run: {exc}") from None
+        if done.returncode != 0 and NO_USER_BUS in done.stderr:
+            raise Failure(f"cannot reach your systemd user manager (no user bus): {no_manager}")
         if done.returncode != 0:
             raise Failure(f"`{' '.join(command)}` failed: {done.stderr.strip() or done.stdout}")
         click.echo(f"ran {' '.join(command)}")
@@ -101,7 +137,8 @@ def _run(commands: list[list[str]]) -> None:
 def install(now: bool, platform: str, config_path: Path | None) -> None:
     """Write the service file that runs `cambium run` with this config.
 
-    Linux: ~/.config/systemd/user/cambium.service; macOS:
+    Linux: ~/.config/systemd/user/cambium.service, sandboxed to write only the store,
+    daily and socket directories of this config (made now if missing); macOS:
     ~/Library/LaunchAgents/com.cambium.memory.plist. With --now it is also enabled and
     started; otherwise the commands to do so are printed.
 
@@ -115,17 +152,27 @@ def install(now: bool, platform: str, config_path: Path | None) -> None:
     config = load(config_path)
     if config.source is None:
         raise Failure("no config file: run `cambium init DIR` first, or pass --config")
+    sandbox = _sandbox(config)
     file = service_file(
         "launchd" if platform == "launchd" else "systemd",
         _cambium_executable(),
         config.source,
         Path.home(),
+        sandbox,
     )
+    if file.platform == "systemd":
+        for directory in sandbox.writable:  # ReadWritePaths= must exist when it starts
+            Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     file.path.parent.mkdir(parents=True, exist_ok=True)
     file.path.write_text(file.text, encoding="utf-8")
     click.echo(f"wrote {file.path}")
     if now:
-        _run(file.enable)
+        _run(
+            file.enable,
+            "start it from your login session with `"
+            + " && ".join(" ".join(c) for c in file.enable)
+            + "` (without one, e.g. over ssh: `loginctl enable-linger $USER` first)",
+        )
         return
     click.echo("enable and start it with:")
     for command in file.enable:
@@ -133,30 +180,32 @@ def install(now: bool, platform: str, config_path: Path | None) -> None:
 
 
 @service.command()
-@click.option("--now", is_flag=True, help="Also stop and disable it first.")
 @_platform_option
-def uninstall(now: bool, platform: str) -> None:
-    """Remove the service file written by `cambium service install`.
+def uninstall(platform: str) -> None:
+    """Stop and disable the service, then remove the file `cambium service install` wrote.
 
-    With --now the service is stopped and disabled first; otherwise the commands to do
-    so are printed. Your config and memory are left as they are.
+    Your config and memory are left as they are. When the service manager cannot be
+    reached from here, nothing is removed (exit 1), and you are told what to do.
 
     \b
     Example:
-      cambium service uninstall --now
+      cambium service uninstall
     """
-    from daemon.service_files import service_file
+    from daemon.service_files import Sandbox, service_file
 
     file = service_file(
-        "launchd" if platform == "launchd" else "systemd", Path(), Path(), Path.home()
+        "launchd" if platform == "launchd" else "systemd",
+        Path(),
+        Path(),
+        Path.home(),
+        Sandbox((), runtime_directory=False, network=False),
     )
     if not file.path.exists():
         raise Failure(f"no service file at {file.path}")
-    if now:
-        _run(file.disable)
+    _run(
+        file.disable,
+        f"nothing was stopped or removed; run this from your login session, or, if no user "
+        f"manager runs cambium, remove the unit yourself: rm {file.path}",
+    )
     file.path.unlink()
     click.echo(f"removed {file.path}")
-    if not now:
-        click.echo("if it is still running, stop it with:")
-        for command in file.disable:
-            click.echo(f"  {' '.join(command)}")

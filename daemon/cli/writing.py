@@ -21,6 +21,7 @@ from daemon.cli.common import (
     login_name,
     reading_store,
 )
+from daemon.core import signal_types
 
 if TYPE_CHECKING:
     from daemon.client import Emitted
@@ -76,7 +77,7 @@ def mark(
     config = load(config_path)
     answer = _send(
         config,
-        "memory.observation",
+        signal_types.OBSERVATION,
         observer,
         payload,
         idempotency_key,
@@ -117,7 +118,7 @@ def note(
     config = load(config_path)
     day = day or _today(config)
     payload = {"text": text, "date": day.isoformat()}
-    answer = _send(config, "memory.daily_note", login_name(), payload, idempotency_key)
+    answer = _send(config, signal_types.DAILY_NOTE, login_name(), payload, idempotency_key)
     if (answer.deliveries or {}).get("daily") == "delivered":
         from daemon.files.daily import DailyLog
 
@@ -147,7 +148,7 @@ def consolidate(day: date | None, idempotency_key: str | None, config_path: Path
     live, archived = daily.path(day), daily.path(day, archived=True)
     was_live = live.exists()
     payload = {"date": day.isoformat()}
-    answer = _send(config, "memory.consolidate", login_name(), payload, idempotency_key)
+    answer = _send(config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key)
     if (answer.deliveries or {}).get("consolidation") != "delivered":
         return
     if was_live:

@@ -6,8 +6,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from daemon.core import signal_types
+
 # Signal types whose payloads carry free text that can become (or correct) a mark.
-TEXT_CARRYING_TYPES = ("memory.observation", "memory.mark_corrected", "memory.daily_note")
+TEXT_CARRYING_TYPES = (
+    signal_types.OBSERVATION,
+    signal_types.MARK_CORRECTED,
+    signal_types.DAILY_NOTE,
+)
 
 
 def carries(value: Any, texts: Collection[str]) -> bool:

@@ -166,7 +166,8 @@ class Reinforcement(_Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Seed(_Record):
-    """A proposal that the user add something to a substrate file. Never applied here."""
+    """A proposal that the user add something to a substrate file. Never applied here.
+    This is the stored record; the API shows it as :class:`daemon.schema.answers.SeedItem`."""
 
     id: str
     workspace_id: str

@@ -1,4 +1,6 @@
-"""Subjects are dot paths (``user.sleep.bedtime``). One normal form, one matching rule."""
+"""Subjects are dot paths (``user.sleep.bedtime``), in one normal form. They match by
+segment prefix, in the marks' query (:mod:`daemon.store.marks`); the tests hold that rule
+in Python (:func:`daemon.testing.subject_matches`) to check the SQL against."""
 
 from __future__ import annotations
 
@@ -10,11 +12,3 @@ _DOTS = re.compile(r"\.{2,}")
 def normalize_subject(subject: str) -> str:
     """Trim, lowercase, collapse repeated dots, strip trailing dots."""
     return _DOTS.sub(".", subject.strip().lower()).rstrip(".")
-
-
-def subject_matches(prefix: str, candidate: str) -> bool:
-    """Segment-prefix match: ``user.sleep`` matches ``user.sleep`` and ``user.sleep.bedtime``
-    but not ``user.sleepover``; the empty prefix matches everything."""
-    p = normalize_subject(prefix)
-    c = normalize_subject(candidate)
-    return p == "" or c == p or c.startswith(p + ".")

@@ -24,7 +24,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from daemon.files.fs import read_regular
-from daemon.files.text import Index
+from daemon.search.text import Index
 
 log = structlog.get_logger("cambium.compost")
 

@@ -1,5 +1,6 @@
 """The daily layer: one markdown file per day, appended to during the day and archived after
-the nightly consolidation.
+the nightly consolidation. This module keeps the files; ranking their lines against a query
+is :mod:`daemon.search.daily`'s, fed from here.
 
 Live files are ``<directory>/YYYY-MM-DD.md``, archived ones ``<directory>/archive/
 YYYY-MM-DD.md``. A path is only ever built from a :class:`~datetime.date`; strings from the
@@ -31,11 +32,9 @@ only ever grows, which is what lets a redelivered note find out whether it was a
 
 from __future__ import annotations
 
-import heapq
 import os
-import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -44,71 +43,13 @@ import structlog
 
 from daemon.core.days import InvalidDay, parse_day
 from daemon.files.fs import Folder, RefusedFile, open_folder, read_regular
-from daemon.files.fusion import (
-    DENSE_CANDIDATES,
-    DENSE_WEIGHT,
-    FUSION_K,
-    DenseRanker,
-    HybridIndex,
-    line_meanings,
-    ranking,
-    reciprocal_rank_fusion,
-    speaker,
-)
+from daemon.search.daily import DailyHit, DailyIndex, LineKey
+from daemon.search.fusion import DenseRanker
 
 log = structlog.get_logger("cambium.daily")
 
 SUFFIX = ".md"
 ARCHIVE = "archive"
-
-# In ranking, a line borrows this share of its neighbours' scores: in a log, the line that
-# answers something often sits next to the line that names it.
-NEIGHBOUR_WEIGHT = 0.4
-# BM25's length discount for lines, lower than for documents: a line that says more is not
-# less about each thing it says. Both measured on the LoCoMo dev set (bench/locomo.py):
-# recall@10 0.749 with 0.3 and the usual 0.75, 0.780 with these.
-LINE_B = 0.4
-# A query that names someone who speaks in the log ("What did Anna paint?" and "Anna: …"
-# lines) also ranks the lines they said, in the order of the rest, fused at this weight; a
-# query that names a day ("on 3 June, 2023") likewise ranks that day's lines. Measured on
-# the LoCoMo dev set, chosen on half of its conversations: the speaker's ranking adds about
-# 0.05 to hybrid recall@5; 41 of 760 questions name a day, 36 of them their answer's day.
-NAMED_SPEAKER_WEIGHT = 1.5
-NAMED_DAY_WEIGHT = 1.0
-
-_MONTHS = {
-    name.casefold(): number
-    for number, names in enumerate(
-        (
-            ("January", "Jan"),
-            ("February", "Feb"),
-            ("March", "Mar"),
-            ("April", "Apr"),
-            ("May",),
-            ("June", "Jun"),
-            ("July", "Jul"),
-            ("August", "Aug"),
-            ("September", "Sep", "Sept"),
-            ("October", "Oct"),
-            ("November", "Nov"),
-            ("December", "Dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
-# "3 June 2023", "3rd of June, 2023"; "June 3, 2023"; "2023-06-03".
-_DAY_MONTH_YEAR = re.compile(rf"\b{_ORDINAL}(?: of)? ([A-Za-z]+)\.?,? (\d{{4}})\b")
-_MONTH_DAY_YEAR = re.compile(rf"\b([A-Za-z]+)\.? {_ORDINAL},? (\d{{4}})\b")
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-
-
-@dataclass(frozen=True, slots=True)
-class DailyHit:
-    date: str  # YYYY-MM-DD
-    excerpt: str
-    line_range: tuple[int, int]  # 1-indexed, inclusive
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +62,6 @@ class Claim:
     lines: list[str]
     offset: int
     leftover: bool
-
-
-# Where a line lives: its day, whether it is archived, and its 1-indexed line number.
-_LineKey = tuple[date, bool, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,19 +84,19 @@ def _record_name(day: date) -> str:
 
 class DailyLog:
     """The daily files in one directory. Appends, claims and merges are serialised per
-    instance; searches cache each file's lines until the file changes.
+    instance; searches cache each file's lines until the file changes, and hand them to
+    the layer's :class:`~daemon.search.daily.DailyIndex`.
 
     The directory is resolved once, here: if the configured path is a symlink, that is the
     user's choice; nothing beneath it is ever followed."""
 
-    def __init__(self, directory: Path, dense: DenseRanker[_LineKey] | None = None) -> None:
+    def __init__(self, directory: Path, dense: DenseRanker[LineKey] | None = None) -> None:
         self.directory = Path(os.path.realpath(directory))
         self.archive_directory = self.directory / ARCHIVE
         self._lock = threading.Lock()  # append, claim and merge
         self._cache_lock = threading.Lock()  # the search cache and its index
         self._cache: dict[tuple[date, bool], _CachedFile] = {}
-        self._index: HybridIndex[_LineKey] = HybridIndex(dense, b=LINE_B)
-        self._said_by: dict[str, set[_LineKey]] = {}  # casefolded speaker -> their lines
+        self._index = DailyIndex(dense)
         self._warned: set[str] = set()
 
     # -- reading -------------------------------------------------------------------------
@@ -337,84 +274,18 @@ class DailyLog:
 
     def search(self, query: str, *, since: date | None, limit: int) -> list[DailyHit]:
         """Ranked hits for ``query`` over the live and archived files of the days from
-        ``since`` on (``None``: all of them), most relevant first.
-
-        Lines are ranked, each by its own score plus a share of its matching neighbours'.
-        With a dense ranker, that ranking is fused with the lines' ranking by meaning; a
-        query naming a speaker of the log or a day adds their lines, in the order of the
-        rankings before (see ``NAMED_SPEAKER_WEIGHT``). The best lines are taken until
-        ``limit`` hits are filled; taken lines adjacent in a file form one hit, ranked by
-        its best line.
-        """
+        ``since`` on (``None``: all of them), most relevant first (see
+        :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`)."""
         with self._cache_lock:
             self._refresh()
-
-            def wanted(key: _LineKey) -> bool:
-                return since is None or key[0] >= since
-
-            where = None if since is None else wanted
-            scores = _with_neighbours(self._index.scores(query, where=where))
-            rankings: list[list[_LineKey]] = [ranking(scores, _line_order)]
-            weights = [1.0]
-
-            def fuse(ranked: list[_LineKey], weight: float) -> dict[_LineKey, float]:
-                rankings.append(ranked)
-                weights.append(weight)
-                return reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
-
-            if self._index.dense is not None:
-                similar = self._index.dense.nearest(query, DENSE_CANDIDATES, where=where)
-                scores = fuse(ranking(similar, _line_order), DENSE_WEIGHT)
-            named = self._named_speakers(query)
-            if named:
-                said = {
-                    key: scores[key]
-                    for name in named
-                    for key in self._said_by[name] & scores.keys()
-                }
-                scores = fuse(ranking(said, _line_order), NAMED_SPEAKER_WEIGHT)
-            days = {day for day in named_days(query) if since is None or day >= since}
-            if days:
-                on_days = {
-                    (day, archived, number): scores.get((day, archived, number), 0.0)
-                    for (day, archived), cached in self._cache.items()
-                    if day in days
-                    for number in range(1, len(cached.lines) + 1)
-                }
-                scores = fuse(ranking(on_days, _line_order), NAMED_DAY_WEIGHT)
-            # Best first; on equal scores the newer day, then the earlier line.
-            candidates = [(-score, *_line_order(key), key) for key, score in scores.items()]
-            # Only as many lines as the hits need are taken: pop them in order from a heap
-            # rather than sorting every matching line.
-            heapq.heapify(candidates)
-            ranked = (heapq.heappop(candidates)[-1] for _ in range(len(candidates)))
-            return [
-                DailyHit(
-                    span.day.isoformat(),
-                    "\n".join(
-                        self._cache[(span.day, span.archived)].lines[span.start - 1 : span.end]
-                    ),
-                    (span.start, span.end),
-                )
-                for span in _spans(ranked, limit)
-            ]
-
-    def _named_speakers(self, query: str) -> list[str]:
-        """The speakers of the log that ``query`` names (as whole words, any case)."""
-        folded = query.casefold()
-        return [
-            name
-            for name in self._said_by
-            if name in folded and re.search(rf"\b{re.escape(name)}\b", folded)
-        ]
+            return self._index.search(query, since=since, limit=limit)
 
     def prepare_search(self) -> None:
         """Read what changed and embed its lines (with a dense ranker) now, so that the
         next search does not wait for it."""
         with self._cache_lock:
             self._refresh()
-            if self._index.dense is not None:
-                self._index.dense.flush()
+            self._index.flush()
 
     def _refresh(self) -> None:
         """Bring the cache and index in line with the files on disk."""
@@ -434,6 +305,13 @@ class DailyLog:
         for gone in self._cache.keys() - present:
             self._replace(*gone, None)
 
+    def _replace(self, day: date, archived: bool, cached: _CachedFile | None) -> None:
+        if cached is None:
+            self._cache.pop((day, archived), None)
+        else:
+            self._cache[(day, archived)] = cached
+        self._index.replace(day, archived, None if cached is None else cached.lines)
+
     @staticmethod
     def _load(entry: os.DirEntry[str], previous: _CachedFile | None) -> _CachedFile | None:
         """The file's contents if they changed since ``previous``, else ``None``."""
@@ -445,119 +323,6 @@ class DailyLog:
         # read the file again instead of trusting stale contents.
         data = read_regular(Path(entry.path), follow_symlinks=False)
         return _CachedFile(signature, tuple(_split_lines(data)))
-
-    def _replace(self, day: date, archived: bool, cached: _CachedFile | None) -> None:
-        previous = self._cache.pop((day, archived), None)
-        if previous is not None:
-            for number, line in enumerate(previous.lines, start=1):
-                self._index.remove((day, archived, number))
-                self._said(line, (day, archived, number), add=False)
-        if cached is not None:
-            self._cache[(day, archived)] = cached
-            meanings = line_meanings(cached.lines) if self._index.dense is not None else None
-            for number, line in enumerate(cached.lines, start=1):
-                self._index.add(
-                    (day, archived, number),
-                    line,
-                    None if meanings is None else meanings[number - 1],
-                )
-                self._said(line, (day, archived, number), add=True)
-
-    def _said(self, line: str, key: _LineKey, *, add: bool) -> None:
-        """Keep ``_said_by`` in step with the index."""
-        name = speaker(line)
-        if name is None:
-            return
-        folded = name.casefold()
-        if add:
-            self._said_by.setdefault(folded, set()).add(key)
-            return
-        lines = self._said_by.get(folded, set())
-        lines.discard(key)
-        if not lines:
-            self._said_by.pop(folded, None)
-
-
-def named_days(query: str) -> set[date]:
-    """The calendar days ``query`` names, in English or ISO form."""
-    found = set()
-    for day, month, year in _DAY_MONTH_YEAR.findall(query):
-        found.add((year, month, day))
-    for month, day, year in _MONTH_DAY_YEAR.findall(query):
-        found.add((year, month, day))
-    days = set()
-    for year, month, day in found:
-        number = _MONTHS.get(month.casefold())
-        if number is not None:
-            try:
-                days.add(date(int(year), number, int(day)))
-            except ValueError:
-                continue  # "31 June"
-    for year, month, day in _ISO_DAY.findall(query):
-        try:
-            days.add(date(int(year), int(month), int(day)))
-        except ValueError:
-            continue
-    return days
-
-
-def _with_neighbours(raw: dict[_LineKey, float]) -> dict[_LineKey, float]:
-    """Each line's score plus a share of its neighbours' (see ``NEIGHBOUR_WEIGHT``)."""
-    scores = {}
-    for key, score in raw.items():
-        day, archived, number = key
-        neighbours = raw.get((day, archived, number - 1), 0.0) + raw.get(
-            (day, archived, number + 1), 0.0
-        )
-        scores[key] = score + NEIGHBOUR_WEIGHT * neighbours
-    return scores
-
-
-def _line_order(key: _LineKey) -> tuple[int, int]:
-    """Between equal scores: the newer day first, then the earlier line."""
-    day, _, number = key
-    return -day.toordinal(), number
-
-
-@dataclass(slots=True)
-class _Span:
-    """Adjacent taken lines of one file; ``rank`` is that of its best line."""
-
-    day: date
-    archived: bool
-    start: int
-    end: int
-    rank: int
-
-
-def _spans(ranked: Iterable[_LineKey], limit: int) -> list[_Span]:
-    """Take lines in rank order until one more would open hit number ``limit + 1``;
-    adjacent taken lines join one span. The spans, best first."""
-    by_end: dict[_LineKey, _Span] = {}
-    by_start: dict[_LineKey, _Span] = {}
-    count = 0
-    for rank, (day, archived, number) in enumerate(ranked):
-        left = by_end.pop((day, archived, number - 1), None)
-        right = by_start.pop((day, archived, number + 1), None)
-        if left is not None and right is not None:
-            # The line bridges two spans: they become one.
-            left.end, left.rank = right.end, min(left.rank, right.rank)
-            span = left
-            count -= 1
-        elif left is not None:
-            left.end = number
-            span = left
-        elif right is not None:
-            right.start = number
-            span = right
-        elif count >= limit:
-            break
-        else:
-            span = _Span(day, archived, number, number, rank)
-            count += 1
-        by_start[(day, archived, span.start)] = span
-        by_end[(day, archived, span.end)] = span
-    return sorted(by_start.values(), key=lambda span: span.rank)
 
 
 def _split_lines(data: bytes) -> list[str]:

@@ -155,17 +155,6 @@ class Folder:
         if created:
             self.sync()
 
-    @contextmanager
-    def open_for_update(self, name: str) -> Iterator[int]:
-        """An existing regular file ``name``, open for reading and writing, as a file
-        descriptor (the caller fsyncs)."""
-        fd = _open(name, os.O_RDWR | _NOFOLLOW, dir_fd=self.fd, where=self)
-        try:
-            self._require_private_regular(fd, name)
-            yield fd
-        finally:
-            os.close(fd)
-
     def replace(self, name: str, data: bytes) -> None:
         """Replace ``name`` with a new 0600 file holding ``data``, atomically: a crash
         leaves the old file or the new one."""

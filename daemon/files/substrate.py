@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 
 from daemon.files.fs import read_regular
-from daemon.files.fusion import (
+from daemon.search.fusion import (
     DENSE_CANDIDATES,
     DENSE_WEIGHT,
     FUSION_K,
@@ -28,7 +28,7 @@ from daemon.files.fusion import (
     ranking,
     reciprocal_rank_fusion,
 )
-from daemon.files.text import Index
+from daemon.search.text import Index
 
 log = structlog.get_logger("cambium.substrate")
 

@@ -39,9 +39,15 @@ async def watch_substrate(
 ) -> None:
     """Invalidate cached substrate files as they change, until ``stop`` is set."""
     roots = _existing_roots(substrate)
+    told = False  # said once that there is nothing to watch; quiet until that changes
     while not stop.is_set():
         if not roots:
-            log.info("no substrate directory to watch yet")
+            if not told:
+                # A warning when configured directories are missing; none configured is fine.
+                entries = [str(entry) for entry in substrate.entries]
+                say = log.warning if entries else log.info
+                say("no substrate directory to watch yet", entries=entries)
+                told = True
             with anyio.move_on_after(recheck):
                 await stop.wait()
         else:
@@ -50,6 +56,7 @@ async def watch_substrate(
         found = _existing_roots(substrate)
         if found != roots:
             roots = found
+            told = False
             substrate.invalidate()
             if on_change is not None:
                 on_change(set(roots))

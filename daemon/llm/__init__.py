@@ -17,4 +17,5 @@ def chat_client(llm: LLMConfig) -> ChatClient:
         api_key=read_api_key(llm.api_key_env, llm.api_key_file),
         timeout=llm.timeout,
         temperature=llm.temperature,
+        max_answer_bytes=llm.max_answer_bytes,
     )

@@ -7,12 +7,19 @@ prompt itself also demands JSON only). A 429 or 503 is waited out as its ``Retry
 says, a bounded number of times. Anything else that keeps an answer from arriving is an
 :class:`LLMError`, which fails the delivery and lets the bus retry it later.
 
+What comes back is bounded and redacted before anyone keeps it. An answer is read in pieces
+and given up past ``max_answer_bytes`` (:class:`AnswerTooLarge`), so a runaway model cannot
+fill the daemon's memory. Secrets in it are cut out as on the way out
+(:mod:`daemon.llm.redact`): in a JSON answer string by string, so it stays JSON; in an
+error's message (a server's error page may echo the key it was sent) as text.
+
 The API key comes from an environment variable or from a file only its owner can read;
 never from the config text. Request bodies are never logged (they hold the user's lines).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -27,15 +34,28 @@ import anyio
 import httpx
 import structlog
 
+from daemon.llm.redact import redact_text, redact_value
+
 log = structlog.get_logger("cambium.llm")
 
 Message = dict[str, str]
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 class LLMError(Exception):
-    """No usable answer arrived: unreachable, timed out, rate limited too long, refused."""
+    """No usable answer arrived: unreachable, timed out, rate limited too long, refused.
+    The message is redacted: it is stored as the delivery's error and logged."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_text(message))
+
+
+class AnswerTooLarge(LLMError):
+    """The answer is over the cap. Retried like any LLMError: a model that ran away (looping
+    until its token limit) does so by chance of sampling, not for this input, and the bus
+    bounds the retries; each costs at most the cap."""
 
 
 class ApiKeyError(ValueError):
@@ -62,6 +82,21 @@ def json_text(answer: str) -> str:
     return text
 
 
+def redacted_answer(answer: str) -> str:
+    """``answer`` with every secret it holds replaced by ``[REDACTED]``: the strings of its
+    JSON object one by one (the object alone, re-serialised, if anything was cut or it came
+    wrapped in prose), else the whole text."""
+    try:
+        found = json_text(answer)
+        value = json.loads(found)
+    except (InvalidAnswer, ValueError):
+        return redact_text(answer)
+    redacted = redact_value(value)
+    if redacted == value and found == answer.strip():
+        return answer
+    return json.dumps(redacted, ensure_ascii=False)
+
+
 def read_api_key(env: str | None, file: Path | None) -> str | None:
     """The key from ``$env`` or from ``file`` (which must not be readable by anyone else)."""
     if env:
@@ -85,7 +120,20 @@ def read_api_key(env: str | None, file: Path | None) -> str | None:
     return key
 
 
-def _retry_after(response: httpx.Response, cap: float) -> float:
+@dataclass(frozen=True)
+class Reply:
+    """A response read whole (within the cap)."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+def _retry_after(response: Reply, cap: float) -> float:
     """Seconds to wait as the server asks (a number or an HTTP date); 1 s if it does not."""
     value = response.headers.get("retry-after", "").strip()
     seconds = 1.0
@@ -101,7 +149,7 @@ def _retry_after(response: httpx.Response, cap: float) -> float:
     return min(max(seconds, 0.0), cap)
 
 
-def _refuses_schema(response: httpx.Response) -> bool:
+def _refuses_schema(response: Reply) -> bool:
     """A server that cannot constrain output says so with a 400 or 422 naming the field."""
     return response.status_code in (400, 422) and (
         "response_format" in response.text or "json_schema" in response.text
@@ -117,6 +165,7 @@ class ChatClient:
     temperature: float = 0.0
     max_waits: int = 3  # how many 429/503 answers are waited out per request
     max_wait_seconds: float = 60.0
+    max_answer_bytes: int = MAX_ANSWER_BYTES
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     schema_supported: bool = field(default=True, init=False)
 
@@ -134,7 +183,10 @@ class ChatClient:
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": schema, "strict": True},
             }
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        # Uncompressed, so the bytes counted against the cap are the bytes held.
+        headers = {"Accept-Encoding": "identity"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         url = self.base_url.rstrip("/") + "/chat/completions"
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
             response = await self._post(http, url, body)
@@ -145,21 +197,20 @@ class ChatClient:
                 response = await self._post(http, url, body)
         if response.status_code != 200:
             raise LLMError(
-                f"the model server answered {response.status_code}: {response.text[:200]!r}"
+                f"the model server answered {response.status_code}: "
+                f"{redact_text(response.text)[:200]!r}"  # cut after redacting: no half key
             )
         try:
-            content = response.json()["choices"][0]["message"]["content"]
+            content = json.loads(response.content)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise LLMError("the model server's answer is not a chat completion") from None
-        return content if isinstance(content, str) else ""
+        return redacted_answer(content) if isinstance(content, str) else ""
 
-    async def _post(
-        self, http: httpx.AsyncClient, url: str, body: dict[str, Any]
-    ) -> httpx.Response:
+    async def _post(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Reply:
         waited = 0
         while True:
             try:
-                response = await http.post(url, json=body)
+                response = await self._read(http, url, body)
             except httpx.TimeoutException:
                 raise LLMError(
                     f"the model server did not answer within {self.timeout:g} s"
@@ -172,3 +223,22 @@ class ChatClient:
             delay = _retry_after(response, self.max_wait_seconds)
             log.info("llm busy, waiting", status=response.status_code, seconds=delay)
             await self.sleep(delay)
+
+    async def _read(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Reply:
+        """The response to one POST, read in pieces and given up past the cap."""
+        async with http.stream("POST", url, json=body) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_answer_bytes:
+                raise self._too_large(f"it announced {int(declared)} bytes")
+            content = bytearray()
+            async for piece in response.aiter_bytes():
+                content += piece
+                if len(content) > self.max_answer_bytes:
+                    raise self._too_large("it sent more")
+            return Reply(response.status_code, response.headers, bytes(content))
+
+    def _too_large(self, why: str) -> AnswerTooLarge:
+        return AnswerTooLarge(
+            f"the model server's answer is over llm.max_answer_bytes "
+            f"({self.max_answer_bytes} bytes): {why}; stopped reading"
+        )

@@ -1,4 +1,5 @@
-"""Secrets stay home: what is cut out of a day's lines before they leave the machine.
+"""Secrets stay home: what is cut out of a day's lines before they leave the machine, and
+out of what comes back from the model's side before it is stored or logged.
 
 Each line keeps its place (a redacted line is still a line), so the line numbers the model
 cites are the day's real line numbers. A secret is replaced by ``[REDACTED]``; for a
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
@@ -89,3 +91,19 @@ def redact_lines(lines: Sequence[str]) -> list[str]:
         else:
             redacted.append(redact_line(line))
     return redacted
+
+
+def redact_text(text: str) -> str:
+    """``text`` redacted line by line (so a private key block spanning lines goes too)."""
+    return "\n".join(redact_lines(text.split("\n")))
+
+
+def redact_value(value: Any) -> Any:
+    """A JSON value with every string in it (keys too) redacted."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list):
+        return [redact_value(item) for item in value]
+    if isinstance(value, dict):
+        return {redact_text(key): redact_value(item) for key, item in value.items()}
+    return value

@@ -1,9 +1,8 @@
 """Everything Loom reads from the store, in one place.
 
 Loom never writes the store: what it changes, it changes through signals on the bus. Each
-function here reads through the repositories of one transaction (:class:`~daemon.store.Tx`),
-or, for the views only Loom has (substring search, citations of a day, filter menus), the
-tables themselves; :class:`LoomData` runs them on the store's reader pool for one workspace.
+function here reads through the repositories of one transaction (:class:`~daemon.store.Tx`);
+:class:`LoomData` runs them on the store's reader pool for one workspace.
 """
 
 from __future__ import annotations
@@ -14,16 +13,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import String, cast, exists, func, or_, select
-
 from daemon.core.records import Mark, Reinforcement, Seed
-from daemon.core.strength import current_strength
-from daemon.core.subjects import normalize_subject
-from daemon.store import Store, Tx
-from daemon.store.marks import marks, reinforcements
-from daemon.store.seeds import seeds
-from daemon.store.signal_log import DeliveryCounts, signals
-from daemon.store.sql import escape_like
+from daemon.store import DeliveryCounts, Store, Tx
 
 T = TypeVar("T")
 
@@ -65,49 +56,18 @@ def search_marks(
     """The ``limit`` strongest marks matching ``wanted`` with their strength at ``now``,
     and how many match in all. Every match is ranked from the few columns strength needs;
     only the winners are read in full."""
-    query = select(
-        marks.c.id,
-        marks.c.initial_strength,
-        marks.c.half_life_days,
-        marks.c.first_observed_at,
-        marks.c.last_reinforced_at,
-        marks.c.reinforcement_count,
-    ).where(marks.c.workspace_id == workspace)
-    if wanted.text:
-        pattern = "%" + escape_like(wanted.text.lower()) + "%"
-        query = query.where(
-            or_(
-                func.lower(marks.c.observation).like(pattern, escape="\\"),
-                func.lower(marks.c.subject).like(pattern, escape="\\"),
-            )
-        )
-    prefix = normalize_subject(wanted.prefix)
-    if prefix:
-        query = query.where(marks.c.subject.like(escape_like(prefix) + "%", escape="\\"))
-    if wanted.states:
-        query = query.where(marks.c.state.in_(wanted.states))
-    if wanted.observed_by:
-        query = query.where(marks.c.observed_by == wanted.observed_by)
-    rows = tx.connection.execute(query).all()
-    boosts = tx.marks.reinforcements_of([row.id for row in rows if row.reinforcement_count])
-    scored = []
-    for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
-        parts = [
-            (r.reinforced_at, r.strength_delta)
-            for r in boosts.get(mark_id, [])
-            if r.reinforced_at <= now
-        ]
-        value = current_strength(initial, half_life, first_observed, parts, now)
-        scored.append((value, last_reinforced, mark_id))
-    scored.sort(reverse=True)
-    best = scored[:limit]
-    found = tx.marks.get_many([mark_id for _, _, mark_id in best])
-    return [(m, value) for m, (value, _, _) in zip(found, best, strict=True)], len(rows)
-
-
-def observers(tx: Tx, workspace: str) -> list[str]:
-    query = select(marks.c.observed_by).distinct().where(marks.c.workspace_id == workspace)
-    return sorted(tx.connection.execute(query).scalars())
+    scored = tx.marks.score_filtered(
+        workspace,
+        now,
+        text=wanted.text,
+        subject_prefix=wanted.prefix,
+        states=wanted.states,
+        observed_by=wanted.observed_by,
+    )
+    best = sorted(scored, key=lambda s: (s.value, s.last_reinforced_at, s.mark_id), reverse=True)
+    best = best[:limit]
+    found = tx.marks.get_many([s.mark_id for s in best])
+    return [(m, s.value) for m, s in zip(found, best, strict=True)], len(scored)
 
 
 def mark_with_history(tx: Tx, mark_id: str) -> MarkWithHistory | None:
@@ -115,27 +75,12 @@ def mark_with_history(tx: Tx, mark_id: str) -> MarkWithHistory | None:
     if mark is None:
         return None
     boosts = tx.marks.reinforcements_of([mark_id]).get(mark_id, [])
-    # based_on_marks is a JSON list; its text holds the quoted id (ids have no quotes).
-    based = cast(seeds.c.based_on_marks, String).like(f'%"{escape_like(mark_id)}"%', escape="\\")
-    rows = tx.connection.execute(
-        select(seeds).where(seeds.c.workspace_id == mark.workspace_id, based)
-    ).all()
-    cited_by = [s for s in (Seed.from_row(r._mapping) for r in rows) if mark_id in s.based_on_marks]
-    return MarkWithHistory(mark, boosts, cited_by)
+    return MarkWithHistory(mark, boosts, tx.seeds.based_on(mark.workspace_id, mark_id))
 
 
 def citations_of_day(tx: Tx, workspace: str, daily_file: str) -> list[Citation]:
     """Marks whose evidence, or a reinforcement's, cites lines of ``daily_file``."""
-    needle = f'%"{escape_like(daily_file)}"%'
-    cites = cast(marks.c.evidence, String).like(needle, escape="\\")
-    reinforced_cites = exists().where(
-        reinforcements.c.mark_id == marks.c.id,
-        cast(reinforcements.c.evidence, String).like(needle, escape="\\"),
-    )
-    rows = tx.connection.execute(
-        select(marks).where(marks.c.workspace_id == workspace, or_(cites, reinforced_cites))
-    ).all()
-    found = [Mark.from_row(r._mapping) for r in rows]
+    found = tx.marks.citing(workspace, daily_file)
     boosts = tx.marks.reinforcements_of([m.id for m in found])
     citations: list[Citation] = []
     for mark in found:
@@ -181,11 +126,7 @@ def list_signals(tx: Tx, wanted: SignalFilter, limit: int) -> list[dict[str, Any
 
 def signal_facets(tx: Tx) -> dict[str, list[str]]:
     """The signal types and sources stored, for the filter menus."""
-    distinct = tx.connection.execute
-    return {
-        "types": sorted(distinct(select(signals.c.type).distinct()).scalars()),
-        "sources": sorted(distinct(select(signals.c.source_id).distinct()).scalars()),
-    }
+    return {"types": tx.signals.types(), "sources": tx.signals.sources()}
 
 
 class LoomData:
@@ -206,7 +147,7 @@ class LoomData:
         )
 
     async def observers(self) -> list[str]:
-        return await self._read(partial(observers, workspace=self.workspace))
+        return await self._read(lambda tx: tx.marks.observers(self.workspace))
 
     async def mark(self, mark_id: str) -> MarkWithHistory | None:
         found = await self._read(partial(mark_with_history, mark_id=mark_id))

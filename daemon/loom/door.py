@@ -17,22 +17,25 @@ from daemon.server import bind_tcp, make_server
 
 
 async def serve_door(socket_path: Path, port: int, idle_seconds: float, open_browser: bool) -> None:
-    proxy = LoomProxy(socket_path)
     listener = bind_tcp("127.0.0.1", port)
-    url = f"http://127.0.0.1:{_port(listener)}{proxy.entry_path()}"
+    proxy = LoomProxy(socket_path, f"127.0.0.1:{_port(listener)}")
+    url = f"{proxy.origin}{proxy.entry_path()}"
     click.echo(f"Loom: {url}")
     click.echo(f"(a one-time link; stops on Ctrl-C or after {idle_seconds / 60:g} idle minutes)")
     if open_browser:
         webbrowser.open(url)
     server = make_server(proxy, grace_period=1.0)
     stop = anyio.Event()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_until_signalled, stop)
-        tasks.start_soon(_until_idle, proxy, idle_seconds, stop)
-        tasks.start_soon(_stop_server, server, stop)
-        await server.serve([listener])
-        tasks.cancel_scope.cancel()
-    listener.close()
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_until_signalled, stop)
+            tasks.start_soon(_until_idle, proxy, idle_seconds, stop)
+            tasks.start_soon(_stop_server, server, stop)
+            await server.serve([listener])
+            tasks.cancel_scope.cancel()
+    finally:
+        await proxy.aclose()
+        listener.close()
 
 
 def _port(listener: socket.socket) -> int:

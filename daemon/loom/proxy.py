@@ -5,6 +5,13 @@ A browser cannot speak HTTP over a Unix socket, so this small server listens on 
 browser: the link it prints carries a one-time ticket, which the first visit trades for a
 session cookie (HttpOnly, SameSite=Strict) and which is then spent. Anyone else on the
 machine who finds the port gets 401.
+
+It opens Loom's pages and nothing else of the daemon. The path is decided on as the daemon
+will read it: percent-decoded until nothing changes (a doubled ``%252e`` too), ``\\`` read
+as ``/``, ``;`` parameters dropped, dot segments resolved; only ``/loom`` and below is
+forwarded, and as that normalised path, so ``/loom/..%2fv1/`` can never reach the JSON API.
+A request must name the door itself in ``Host`` (a page whose DNS name was rebound to
+127.0.0.1 names its own) and, when it has an ``Origin``, come from the door's origin.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 from starlette.datastructures import URL
@@ -30,6 +37,46 @@ HOP_BY_HOP = frozenset(
      "proxy-authorization", "proxy-authenticate", "content-length", "cookie"}
 )  # fmt: skip
 FORWARD_SECONDS = 30.0
+PREFIX = "/loom"
+DECODE_ROUNDS = 4  # a path still changing after this many percent-decodings is refused
+
+
+def normalized_path(raw: bytes) -> str | None:
+    """``raw`` (a request target's path, still percent-encoded) as an absolute path with
+    no encoding, no ``\\``, no ``;`` parameters, no empty or dot segments; None when it
+    is not UTF-8, does not settle or climbs above the root."""
+    try:
+        path = raw.decode()
+        for _ in range(DECODE_ROUNDS):
+            decoded = unquote(path, errors="strict")
+            if decoded == path:
+                break
+            path = decoded
+        else:
+            return None
+    except UnicodeDecodeError:
+        return None
+    return _resolved(path)
+
+
+def _resolved(path: str) -> str | None:
+    """``path`` (decoded) with its dot segments resolved; None when it climbs above the root."""
+    segments: list[str] = []
+    for segment in path.replace("\\", "/").split("/"):
+        segment = segment.split(";", 1)[0]
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not segments:
+                return None
+            segments.pop()
+        else:
+            segments.append(segment)
+    return "/" + "/".join(segments) + ("/" if path.endswith("/") and segments else "")
+
+
+def is_loom(path: str) -> bool:
+    return path == PREFIX or path.startswith(PREFIX + "/")
 
 
 class LoomProxy:
@@ -38,11 +85,21 @@ class LoomProxy:
     def __init__(
         self,
         socket: Path,
+        host: str,
         *,
         ticket_seconds: float = TICKET_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.socket = socket
+        self.host = host  # "127.0.0.1:PORT": the only Host a request may name
+        self.origin = f"http://{host}"
+        # One connection pool for the door's life (no TLS: it speaks to a Unix socket).
+        self.daemon = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(uds=str(socket)),
+            base_url="http://cambium",
+            timeout=FORWARD_SECONDS,
+            trust_env=False,  # an HTTP(S)_PROXY must not take the socket's requests elsewhere
+        )
         self.ticket: str | None = secrets.token_urlsafe(24)
         self.session = secrets.token_urlsafe(32)
         self.clock = clock
@@ -62,20 +119,37 @@ class LoomProxy:
         response = await self._respond(request)
         await response(scope, receive, send)
 
+    async def aclose(self) -> None:
+        await self.daemon.aclose()
+
     async def _respond(self, request: Request) -> Response:
-        if not request.url.path.startswith("/loom"):
+        refusal = self._foreign(request)
+        if refusal is not None:
+            return PlainTextResponse(refusal, status_code=403)
+        raw: bytes = request.scope.get("raw_path") or request.url.path.encode()
+        path = normalized_path(raw)
+        if path is None or not is_loom(path):
             return PlainTextResponse("not found: only /loom is served here", status_code=404)
         ticket = request.query_params.get("ticket")
         if ticket is not None:
-            return self._redeem(request, ticket)
+            return self._redeem(request, path, ticket)
         cookie = request.cookies.get(COOKIE, "")
         if not hmac.compare_digest(cookie.encode(), self.session.encode()):
             return PlainTextResponse(
                 "not signed in: open the link `cambium loom` printed", status_code=401
             )
-        return await self._forward(request)
+        return await self._forward(request, path)
 
-    def _redeem(self, request: Request, ticket: str) -> Response:
+    def _foreign(self, request: Request) -> str | None:
+        """Why this request is not the door's own browser's, or None if it may be."""
+        if request.headers.get("host", "").lower() != self.host:
+            return f"wrong host: this door answers to {self.host} only"
+        origin = request.headers.get("origin")
+        if origin is not None and origin.lower() != self.origin:
+            return f"wrong origin: this door takes requests from {self.origin} only"
+        return None
+
+    def _redeem(self, request: Request, path: str, ticket: str) -> Response:
         valid = (
             self.ticket is not None
             and self.clock() <= self.ticket_expires
@@ -88,24 +162,21 @@ class LoomProxy:
             )
         self.ticket = None  # one time only
         rest = [(k, v) for k, v in request.query_params.multi_items() if k != "ticket"]
-        target = URL(path=request.url.path, query=urlencode(rest))
+        target = URL(path=quote(path), query=urlencode(rest))
         response = RedirectResponse(str(target), status_code=303)
         response.set_cookie(COOKIE, self.session, httponly=True, samesite="strict", path="/loom")
         return response
 
-    async def _forward(self, request: Request) -> Response:
+    async def _forward(self, request: Request, path: str) -> Response:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
-        transport = httpx.AsyncHTTPTransport(uds=str(self.socket))
         try:
-            async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:
-                answer = await client.request(
-                    request.method,
-                    request.url.path,
-                    params=request.url.query,
-                    headers=headers,
-                    content=await request.body(),
-                    timeout=FORWARD_SECONDS,
-                )
+            answer = await self.daemon.request(
+                request.method,
+                quote(path),
+                params=request.url.query,
+                headers=headers,
+                content=await request.body(),
+            )
         except httpx.TransportError:
             return PlainTextResponse(
                 f"the daemon is not reachable at {self.socket}: start it with `cambium run`",

@@ -32,7 +32,8 @@ from daemon.files.daily import SUFFIX, DailyLog
 from daemon.loom.data import Citation, LoomData, MarkFilter, SignalFilter
 from daemon.loom.guard import FIELD, FormGuard
 from daemon.loom.plot import strength_plot
-from daemon.services.commands import COMMAND_WAIT_SECONDS, Decision, delivery_status
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS
+from daemon.services.commands import Decision, delivery_status
 from daemon.services.errors import Conflict, NotFound
 from daemon.services.running import Services
 
@@ -325,7 +326,7 @@ async def retry_signal(signal_id: str, request: Request, loom: Pages) -> Respons
     revived = await bus.retry(signal_id)
     if not revived:
         return loom.error(409, "Nothing to retry", f"signal {signal_id} has no dead delivery")
-    await delivery_status(bus, signal_id, COMMAND_WAIT_SECONDS)  # the page shows what it is
+    await delivery_status(bus, signal_id, DELIVERY_WAIT_SECONDS)  # the page shows what it is
     target = f"{PREFIX}/signals/{quote(signal_id, safe='')}?retried={','.join(revived)}"
     return RedirectResponse(target, status_code=303)
 

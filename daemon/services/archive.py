@@ -31,8 +31,7 @@ from typing import Any
 
 from daemon.core.clock import iso, utcnow
 from daemon.core.days import InvalidDay, parse_day
-from daemon.store import Store, Tx
-from daemon.store.signal_log import DeliveriesPending
+from daemon.store import DeliveriesPending, Store, Tx
 
 FORMAT = "cambium-memory-export"
 VERSION = 1

@@ -7,7 +7,7 @@ command is checked, recorded and answered the same way:
 2. The rules (:mod:`daemon.services.review`, :mod:`daemon.services.governance`) are checked
    first, so a refusal comes at once and nothing is stored.
 3. The command is emitted as a ``human`` signal (the log stays the audit trail) and the
-   receptor that applies it is waited for, up to ``COMMAND_WAIT_SECONDS``.
+   receptor that applies it is waited for, up to ``DELIVERY_WAIT_SECONDS``.
 
 The answer is an :class:`Outcome` (applied, or stored and not applied yet); a refusal is a
 domain error (:mod:`daemon.services.errors`): the receptor refusing the delivery is a
@@ -25,13 +25,13 @@ import anyio
 
 from daemon.bus import SignalBus
 from daemon.config import SeedsConfig
+from daemon.core import signal_types
 from daemon.core.clock import Clock
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 from daemon.services.errors import Conflict
 from daemon.services.governance import ForgetTarget, standing, to_forget
 from daemon.services.review import reviewable, undoable
 from daemon.store import Tx
-
-COMMAND_WAIT_SECONDS = 10.0
 
 Decision = Literal["accepted", "rejected"]
 
@@ -104,7 +104,7 @@ class Commands:
         first: a repeat is known only once the seed is no longer pending."""
         now, wither_days = self.clock(), self.seed_rules.wither_days
         command = _Command(
-            "memory.seed_reviewed",
+            signal_types.SEED_REVIEWED,
             {"seed_id": seed_id, "decision": decision, "reviewer": reviewer},
             source,
             "seeds",
@@ -125,7 +125,7 @@ class Commands:
         """Make a reviewed seed pending again, within ``seeds.undo_hours`` of its review."""
         now, hours = self.clock(), self.seed_rules.undo_hours
         command = _Command(
-            "memory.seed_review_undone",
+            signal_types.SEED_REVIEW_UNDONE,
             {"seed_id": seed_id, "reviewer": reviewer},
             reviewer,
             "seeds",
@@ -140,7 +140,7 @@ class Commands:
     ) -> Outcome:
         """Supersede a standing mark with one saying ``text``."""
         return await self._govern(
-            "memory.mark_corrected",
+            signal_types.MARK_CORRECTED,
             {"mark_id": mark_id, "text": text, "reason": reason},
             by,
             lambda tx: standing(tx, self.workspace, mark_id),
@@ -150,7 +150,7 @@ class Commands:
     async def retract(self, mark_id: str, reason: str, by: str, key: str | None = None) -> Outcome:
         """End a standing mark, keeping its history."""
         return await self._govern(
-            "memory.mark_retracted",
+            signal_types.MARK_RETRACTED,
             {"mark_id": mark_id, "reason": reason},
             by,
             lambda tx: standing(tx, self.workspace, mark_id),
@@ -163,7 +163,7 @@ class Commands:
         """Erase the text of a subject's marks, or of one mark and its corrections."""
         named = {"subject": target.subject, "mark_id": target.mark_id}
         return await self._govern(
-            "memory.forget",
+            signal_types.FORGET,
             {k: v for k, v in named.items() if v is not None} | {"reason": reason},
             by,
             lambda tx: to_forget(tx, self.workspace, target),
@@ -203,7 +203,7 @@ class Commands:
         return await self._outcome(command, stored.id)
 
     async def _outcome(self, command: _Command, signal_id: str) -> Outcome:
-        status = await delivery_status(self.bus, signal_id, COMMAND_WAIT_SECONDS)
+        status = await delivery_status(self.bus, signal_id, DELIVERY_WAIT_SECONDS)
         if status.get(command.receptor) == "dead":
             found = await self.bus.store.read(lambda tx: tx.signals.get(signal_id))
             error = found.deliveries[0].last_error if found and found.deliveries else None

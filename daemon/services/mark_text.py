@@ -1,6 +1,7 @@
 """Free text finds marks by what they say (a dotted subject path is matched by prefix
 only): a BM25 index (the same ranked matcher as the substrate, daily and compost layers)
-over every mark's observation, kept in memory.
+over every mark's observation, kept in memory (:class:`daemon.search.marks.MarkIndex`);
+this module keeps it in step with the marks table.
 
 The index follows the table cheaply: a mark's text is fixed once written (a reinforcement
 changes only its strength), so a new mark is a new row. Before each search one count tells
@@ -24,35 +25,16 @@ forget left behind while the daemon was not running).
 
 from __future__ import annotations
 
-import re
 import threading
 from datetime import datetime, timedelta
 
-from daemon.files.fusion import (
-    DENSE_WEIGHT,
-    FUSION_K,
-    DenseRanker,
-    HybridIndex,
-    ranking,
-    reciprocal_rank_fusion,
-)
-from daemon.files.text import query_terms
+from daemon.search.fusion import DenseRanker
+from daemon.search.marks import MarkIndex, has_terms
+from daemon.store import MarkText as Said
 from daemon.store import Tx
-from daemon.store.marks import MarkText as Said
 
 # How far back from the newest row already indexed an incremental read starts.
 SLACK = timedelta(minutes=10)
-# At most this many text hits go on to be scored by strength.
-MAX_HITS = 200
-
-
-# A dotted subject path (user.food.lunch) asks for a subtree, not for words: it is matched
-# by prefix only. Anything else (a word, a phrase) is also looked up in the marks' text.
-_SUBJECT_PATH = re.compile(r"^[^\s.]+(\.[^\s.]+)+$")
-
-
-def is_free_text(about: str) -> bool:
-    return _SUBJECT_PATH.match(about.strip()) is None
 
 
 class MarkText:
@@ -61,8 +43,7 @@ class MarkText:
 
     def __init__(self, dense: DenseRanker[str] | None = None) -> None:
         self._lock = threading.Lock()
-        self._index: HybridIndex[str] = HybridIndex(dense)
-        self._workspace: dict[str, str] = {}  # mark id -> workspace id
+        self._index = MarkIndex(dense)
         self._newest: datetime | None = None
         self._forgotten: set[str] = set()  # erased by memory.forget: never indexed
         self._pruned = False  # whether the cache was cleared of what no mark says
@@ -70,23 +51,12 @@ class MarkText:
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
         """Ids of the marks in ``workspace`` whose observation holds a word of ``about``
         (or, with a dense ranker, is close to it in meaning), most relevant first. A
-        subject path finds nothing here (see :func:`is_free_text`)."""
-        if not is_free_text(about) or not query_terms(about):
+        subject path finds nothing here (see :func:`daemon.search.marks.is_free_text`)."""
+        if not has_terms(about):
             return []  # nothing to look for: no need to follow the table
         with self._lock:
             self._follow(tx)
-
-            def here(mark_id: str) -> bool:
-                return self._workspace[mark_id] == workspace
-
-            found = [hit.key for hit in self._index.search(about, MAX_HITS, where=here)]
-            if self._index.dense is None:
-                return found
-            similar = self._index.dense.nearest(about, MAX_HITS, where=here)
-            fused = reciprocal_rank_fusion(
-                [found, ranking(similar, str)], weights=(1.0, DENSE_WEIGHT), k=FUSION_K
-            )
-            return ranking(fused, str)[:MAX_HITS]
+            return self._index.search(workspace, about)
 
     def follow(self, tx: Tx) -> None:
         """Bring the index up to date with the table now rather than at the next search."""
@@ -97,40 +67,38 @@ class MarkText:
         """Embed (with a dense ranker) the texts read since the last search, outside any
         transaction, so that the next search does not wait for it."""
         with self._lock:
-            if self._index.dense is not None:
-                self._index.dense.flush()
+            self._index.flush()
 
     def _follow(self, tx: Tx) -> None:
         for mark_id in tx.marks.forgotten_ids() - self._forgotten:
             self._index.erase(mark_id)
             self._forgotten.add(mark_id)
         self._read_new(tx)
-        if not self._pruned and self._index.dense is not None:
-            self._index.dense.prune()  # every live text is indexed now
+        if not self._pruned:
+            self._index.prune()  # every live text is indexed now
         self._pruned = True
 
     def _read_new(self, tx: Tx) -> None:
         count = tx.marks.count_all()
-        if count == len(self._workspace):
+        if count == len(self._index.ids()):
             return
         if self._newest is not None:
             self._read(tx.marks.texts_created_since(self._newest - SLACK))
-        if count == len(self._workspace):
+        if count == len(self._index.ids()):
             return
         # Rows stored with an old instant (or the first look): compare ids, read what is new.
         stored = tx.marks.all_ids()
-        for gone in self._workspace.keys() - stored:
-            self._index.erase(gone)
-            del self._workspace[gone]
-        self._read(tx.marks.texts_of(list(stored - self._workspace.keys())))
+        for gone in self._index.ids() - stored:
+            self._index.drop(gone)
+        self._read(tx.marks.texts_of(list(stored - self._index.ids())))
 
     def _read(self, found: list[Said]) -> None:
+        known = self._index.ids()
         for mark_id, workspace, observation, created_at in (
             (t.id, t.workspace_id, t.observation, t.created_at) for t in found
         ):
-            if mark_id not in self._workspace:
-                if mark_id not in self._forgotten:
-                    self._index.add(mark_id, observation)
-                self._workspace[mark_id] = workspace
+            if mark_id not in known:
+                forgotten = mark_id in self._forgotten
+                self._index.add(mark_id, workspace, None if forgotten else observation)
             if self._newest is None or created_at > self._newest:
                 self._newest = created_at

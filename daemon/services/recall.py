@@ -13,111 +13,28 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
-from typing import Any, Literal, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
-
 from daemon.config import Config, ConfigError, LLMConfig, RecallConfig
-from daemon.core.clock import iso, to_utc
+from daemon.core.clock import iso
 from daemon.core.records import ENDED_MARK_STATES, Mark
-from daemon.core.signal import ShortName
-from daemon.core.strength import WITHER_THRESHOLD, Strength, strength
+from daemon.core.strength import Strength, strength
 from daemon.files.compost import Compost, CompostHit
-from daemon.files.daily import DailyHit, DailyLog
-from daemon.files.fusion import DenseRanker
+from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
+from daemon.schema.recall import RecallQuery, horizon_start
+from daemon.search.daily import DailyHit
+from daemon.search.fusion import DenseRanker
 from daemon.services.mark_text import MarkText
 from daemon.store import Store, Tx
 
 T = TypeVar("T")
 
-Layer = Literal["substrate", "marks", "daily", "compost"]
-Provenance = Literal["stated", "observed", "inferred"]
-LAYERS: tuple[Layer, ...] = ("substrate", "marks", "daily", "compost")
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
-MAX_HORIZON_DAYS = 36_500
-_RELATIVE = re.compile(r"^(\d+)d$")
-
-
-class RecallQuery(BaseModel):
-    """What to recall. Invalid values raise a ValidationError naming the field."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    about: str = Field("", max_length=1024)  # empty: everything
-    layers: tuple[Layer, ...] = LAYERS
-    horizon: str | None = None  # 1d, 7d, 30d, all, an ISO date or an ISO instant
-    min_strength: float = Field(WITHER_THRESHOLD, ge=0.0, le=1.0)
-    limit: int = Field(10, ge=1, le=1000)
-    include_withered: bool = False
-    # Also superseded, retracted and forgotten marks, with their links and end.
-    include_history: bool = False
-    workspace: ShortName | None = None  # default: the daemon's configured workspace
-    provenance: tuple[Provenance, ...] | None = None  # only marks of these provenances
-    summary: bool = False  # fill the summary (with an LLM configured; see services.summary)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _withered_means_any_strength(cls, data: Any) -> Any:
-        # Withered marks are below the default minimum by definition: asking for them (or
-        # for the whole history) without naming a minimum means asking for every strength.
-        if isinstance(data, dict) and data.get("min_strength") is None:
-            data = {key: value for key, value in data.items() if key != "min_strength"}
-            if data.get("include_withered") or data.get("include_history"):
-                data["min_strength"] = 0.0
-        return data
-
-    @field_validator("layers", "provenance", mode="before")
-    @classmethod
-    def _split_comma_lists(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None:
-            return LAYERS if info.field_name == "layers" else None
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        return tuple(dict.fromkeys(value)) if isinstance(value, list | tuple) else value
-
-    @field_validator("horizon")
-    @classmethod
-    def _known_horizon(cls, value: str | None) -> str | None:
-        if value is not None:
-            horizon_start(value, datetime(2000, 1, 1, tzinfo=ZoneInfo("UTC")), ZoneInfo("UTC"))
-        return value
-
-
-def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | None:
-    """The earliest instant inside ``horizon``; None for ``all``."""
-    if horizon == "all":
-        return None
-    relative = _RELATIVE.match(horizon)
-    if relative:
-        days = int(relative[1])
-        if not 1 <= days <= MAX_HORIZON_DAYS:
-            raise ValueError(f"must be 1d to {MAX_HORIZON_DAYS}d, or all")
-        return now - timedelta(days=days)
-    try:
-        if len(horizon) == 10:
-            day = date.fromisoformat(horizon)
-            return datetime(day.year, day.month, day.day, tzinfo=zone)
-        instant = datetime.fromisoformat(horizon.replace("Z", "+00:00"))
-    except ValueError:
-        instant = None
-    if instant is None or instant.tzinfo is None:
-        raise ValueError(
-            "must be 1d, 7d, 30d (any Nd), all, an ISO date or an ISO instant with zone"
-        )
-    return to_utc(instant)
 
 
 @dataclass(frozen=True)
@@ -231,7 +148,8 @@ def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[An
     if not config.semantic:
         return None
     try:
-        from daemon.files.semantic import DenseIndex, SemanticUnavailable, load_semantic
+        from daemon.search.embedding import SemanticUnavailable
+        from daemon.search.semantic import DenseIndex, load_semantic
     except ImportError as exc:  # the optional extra is not installed
         raise ConfigError(
             f"recall.semantic: needs pip install 'cambium-memory[semantic]' ({exc})"

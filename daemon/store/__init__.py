@@ -2,11 +2,44 @@
 repository per table family (:class:`SignalLog`, :class:`Marks`, :class:`Seeds`) that names
 every database operation once and returns typed records.
 
+Other packages import what they need from here; the modules inside are the store's own
+(``daemon.store.migrate``, which loads Alembic, and ``daemon.store.notify``, which needs
+psycopg, are imported by name where they are needed).
+
 May import ``daemon.core`` only."""
 
-from daemon.store.engine import Store, Tx, make_engine
-from daemon.store.marks import Marks
+from daemon.store.deliveries import Delivery, DeliveryCounts
+from daemon.store.engine import Store, Tx, check_sqlite_file, make_engine
+from daemon.store.errors import (
+    DeliveriesPending,
+    StoreCorrupt,
+    StoreInUse,
+    StoreLost,
+    WriterClosed,
+)
+from daemon.store.lock import StoreLock
+from daemon.store.marks import Marks, MarkText, fingerprint
 from daemon.store.seeds import Seeds
-from daemon.store.signal_log import SignalLog
+from daemon.store.signals import NewSignal, SignalLog, Stored
 
-__all__ = ["Marks", "Seeds", "SignalLog", "Store", "Tx", "make_engine"]
+__all__ = [
+    "DeliveriesPending",
+    "Delivery",
+    "DeliveryCounts",
+    "MarkText",
+    "Marks",
+    "NewSignal",
+    "Seeds",
+    "SignalLog",
+    "Store",
+    "StoreCorrupt",
+    "StoreInUse",
+    "StoreLock",
+    "StoreLost",
+    "Stored",
+    "Tx",
+    "WriterClosed",
+    "check_sqlite_file",
+    "fingerprint",
+    "make_engine",
+]

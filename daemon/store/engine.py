@@ -18,10 +18,11 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.store.errors import StoreCorrupt, StoreLost
 from daemon.store.marks import Marks
 from daemon.store.rhythm_state import RhythmState
 from daemon.store.seeds import Seeds
-from daemon.store.signal_log import SignalLog
+from daemon.store.signals import SignalLog
 from daemon.store.tombstones import Tombstones
 from daemon.store.writer import BatchFunction, Writer
 
@@ -73,14 +74,6 @@ def _create_private(path: Path) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with suppress(FileExistsError):
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-
-
-class StoreLost(RuntimeError):
-    """The database file was deleted or replaced while the daemon ran: nothing is written."""
-
-
-class StoreCorrupt(RuntimeError):
-    """The database cannot be used as it is; the message says what is wrong with it."""
 
 
 def check_sqlite_file(url: str) -> None:

@@ -14,29 +14,38 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import JSON, Select, Table
 from sqlalchemy.engine import Connection, Dialect
 
 from daemon.core.signal import Signal
+from daemon.store.signal_rows import WRITTEN_COLUMNS, signals
+from daemon.store.tables import UTCDateTime
 
 APPEND_LOCK_KEY = 0x63616D6269756D  # "cambium"
 # An append that leaves work for a worker is announced on this channel when it commits
 # (PostgreSQL): the fleet's daemons wake the workers of the receptors they own.
 APPENDED_CHANNEL = "cambium_appended"
 
-_COLUMNS = (
-    "id, type, class, source_layer, source_id, workspace_id, intensity, decay_rate,"
-    " cascade_potential, payload, affinity, emitted_at, stored_at, idempotency_key,"
-    " correlation_id, causation_id"
+# The table's columns, in its order; each one's value is the signal's attribute of that name
+# (``class`` is a Python keyword, so the attribute is ``signal_class``), but ``stored_at``.
+_COLUMNS = ", ".join(WRITTEN_COLUMNS)
+_ATTRIBUTES = attrgetter(
+    *(("signal_class" if n == "class" else n) for n in WRITTEN_COLUMNS if n != "stored_at")
+)
+_STORED_AT = WRITTEN_COLUMNS.index("stored_at")
+_JSON_AT = tuple(i for i, n in enumerate(WRITTEN_COLUMNS) if isinstance(signals.c[n].type, JSON))
+_INSTANTS_AT = tuple(
+    i for i, n in enumerate(WRITTEN_COLUMNS) if isinstance(signals.c[n].type, UTCDateTime)
 )
 _SQLITE_INSERT = (
-    f"INSERT INTO signals ({_COLUMNS}) VALUES ({', '.join(['?'] * 16)})"
+    f"INSERT INTO signals ({_COLUMNS}) VALUES ({', '.join(['?'] * len(WRITTEN_COLUMNS))})"
     " ON CONFLICT DO NOTHING RETURNING seq"
 )
 _POSTGRESQL_INSERT = (
-    f"INSERT INTO signals ({_COLUMNS}) VALUES ({', '.join(['%s'] * 16)})"
+    f"INSERT INTO signals ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(WRITTEN_COLUMNS))})"
     " ON CONFLICT DO NOTHING RETURNING seq"
 )
 
@@ -224,24 +233,13 @@ def _compiled_select(
 
 
 def _values(signal: Signal, stored_at: datetime, instant: Any) -> tuple[Any, ...]:
-    return (
-        signal.id,
-        signal.type,
-        signal.signal_class,
-        signal.source_layer,
-        signal.source_id,
-        signal.workspace_id,
-        signal.intensity,
-        signal.decay_rate,
-        signal.cascade_potential,
-        json.dumps(signal.payload, ensure_ascii=False, separators=(",", ":")),
-        json.dumps(signal.affinity, ensure_ascii=False, separators=(",", ":")),
-        instant(signal.emitted_at),
-        instant(stored_at),
-        signal.idempotency_key,
-        signal.correlation_id,
-        signal.causation_id,
-    )
+    values = list(_ATTRIBUTES(signal))
+    values.insert(_STORED_AT, stored_at)
+    for i in _JSON_AT:
+        values[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+    for i in _INSTANTS_AT:
+        values[i] = instant(values[i])
+    return tuple(values)
 
 
 def _sqlite_instant(value: datetime) -> str:

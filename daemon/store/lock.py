@@ -21,9 +21,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-
-class StoreInUse(RuntimeError):
-    """Another daemon holds the store; the message names it."""
+from daemon.store.errors import StoreInUse
 
 
 class StoreLock:

@@ -5,26 +5,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, insert, literal_column, or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import bindparam, exists, func, insert, literal_column, or_, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.core.likeness import normalize_text
 from daemon.core.records import CURRENT_MARK_STATES, MARK_STATES, Mark, Reinforcement
-from daemon.core.strength import Strength, current_strength, strength
-from daemon.core.subjects import normalize_subject
 from daemon.store.fast_path import insert_many_ignoring_duplicates, select_rows
-from daemon.store.sql import escape_like, in_chunks, insert_ignoring_duplicates, with_instants
-from daemon.store.tables import MarkTable, ReinforcementTable
-
-marks = MarkTable.__table__  # type: ignore[attr-defined]
-reinforcements = ReinforcementTable.__table__  # type: ignore[attr-defined]
+from daemon.store.mark_strength import MarkStrength, Scored, marks, reinforcements
+from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instants
 
 __all__ = ["MARK_STATES", "Marks", "Scored"]
 
@@ -45,64 +38,6 @@ class MarkText:
     observation: str
     created_at: datetime
 
-
-@dataclass(frozen=True, slots=True)
-class Scored:
-    """A mark's current strength, read without the rest of the mark."""
-
-    mark_id: str
-    value: float
-    last_reinforced_at: datetime
-    initial: float
-    half_life_days: float
-    first_observed_at: datetime
-    reinforcements: tuple[tuple[datetime, float], ...]
-
-    def breakdown(self, now: datetime) -> Strength:
-        return strength(
-            self.initial, self.half_life_days, self.first_observed_at, self.reinforcements, now
-        )
-
-
-@cache
-def _matching_query(
-    columns: tuple[ColumnElement[Any], ...],
-    states: tuple[str, ...],
-    prefix: bool,
-    since: bool,
-    provenances: tuple[str, ...] | None = None,
-) -> Select[Any]:
-    """Marks of a workspace in some states, optionally under a subject prefix and reinforced
-    since an instant. Built once per shape, with bound parameters.
-
-    The subject rule is two terms: ``LIKE 'p%'`` is what the (workspace, subject) index
-    serves as a range scan; the second trims ``user.sleepover`` from ``user.sleep``."""
-    query = select(*columns).where(
-        marks.c.workspace_id == bindparam("workspace"), marks.c.state.in_(states)
-    )
-    if prefix:
-        query = query.where(
-            marks.c.subject.like(bindparam("under"), escape="\\"),
-            or_(
-                marks.c.subject == bindparam("subject"),
-                marks.c.subject.like(bindparam("below"), escape="\\"),
-            ),
-        )
-    if since:
-        query = query.where(marks.c.last_reinforced_at >= bindparam("since"))
-    if provenances is not None:
-        query = query.where(marks.c.provenance.in_(provenances))
-    return query
-
-
-_SCORING_COLUMNS = (
-    marks.c.id,
-    marks.c.initial_strength,
-    marks.c.half_life_days,
-    marks.c.first_observed_at,
-    marks.c.last_reinforced_at,
-    marks.c.reinforcement_count,
-)
 
 _RANKED = (
     select(
@@ -148,11 +83,8 @@ _OLDEST_BY_FINGERPRINT = (  # on every observation: built once
 )
 
 
-class Marks:
+class Marks(MarkStrength):
     """Every operation on marks and reinforcements, inside the transaction of ``connection``."""
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
 
     def insert(self, new: Sequence[Mark]) -> None:
         """Insert marks in one statement, skipping ids already stored (ids are derived from
@@ -199,64 +131,23 @@ class Marks:
         rows = self._matching((marks,), workspace, prefix, states, reinforced_since)
         return [Mark.from_row(row._mapping) for row in rows]
 
-    def score(
-        self,
-        workspace: str,
-        prefix: str,
-        states: Sequence[str],
-        now: datetime,
-        reinforced_since: datetime | None = None,
-        provenances: Sequence[str] | None = None,
-    ) -> list[Scored]:
-        """Every matching mark's strength at ``now`` (of the given provenances, if any are
-        given). Only the columns strength needs are read (no JSON), so ranking many marks
-        stays cheap; fetch the winners with :meth:`get_many`."""
-        rows = self._matching(
-            _SCORING_COLUMNS, workspace, prefix, states, reinforced_since, provenances
+    def observers(self, workspace: str) -> list[str]:
+        """Who observed the workspace's marks, each once, in order."""
+        query = select(marks.c.observed_by).distinct().where(marks.c.workspace_id == workspace)
+        return sorted(self.connection.execute(query).scalars())
+
+    def citing(self, workspace: str, daily_file: str) -> list[Mark]:
+        """The workspace's marks whose evidence, or one of whose reinforcements' evidence,
+        cites ``daily_file`` (its ``daily_file`` field)."""
+        reinforced_cites = exists().where(
+            reinforcements.c.mark_id == marks.c.id,
+            reinforcements.c.evidence["daily_file"].as_string() == daily_file,
         )
-        return self._scored(rows, now)
-
-    def score_among(
-        self,
-        mark_ids: Sequence[str],
-        workspace: str,
-        states: Sequence[str],
-        now: datetime,
-        reinforced_since: datetime | None = None,
-        provenances: Sequence[str] | None = None,
-    ) -> list[Scored]:
-        """Like :meth:`score`, for the marks with these ids. Looked up by primary key alone
-        (then filtered here), so no plan can scan a whole workspace for a few ids."""
-        columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state, marks.c.provenance)
-        rows: list[Any] = []
-        for chunk in in_chunks(mark_ids):
-            rows += self.connection.execute(select(*columns).where(marks.c.id.in_(chunk))).all()
-        kept = [
-            tuple(row)[: len(_SCORING_COLUMNS)]
-            for row in rows
-            if row.workspace_id == workspace
-            and row.state in states
-            and (reinforced_since is None or row.last_reinforced_at >= reinforced_since)
-            and (provenances is None or row.provenance in provenances)
-        ]
-        return self._scored(kept, now)
-
-    def _scored(self, rows: Sequence[Any], now: datetime) -> list[Scored]:
-        """Strength at ``now`` of rows holding the ``_SCORING_COLUMNS``."""
-        boosts = {
-            mark_id: tuple((r.reinforced_at, r.strength_delta) for r in found)
-            for mark_id, found in self.reinforcements_of(
-                [row[0] for row in rows if row[5]]  # id, if reinforcement_count
-            ).items()
-        }
-        scored = []
-        for mark_id, initial, half_life, first_observed, last_reinforced, _ in rows:
-            parts = boosts.get(mark_id, ())
-            value = current_strength(initial, half_life, first_observed, parts, now)
-            scored.append(
-                Scored(mark_id, value, last_reinforced, initial, half_life, first_observed, parts)
-            )
-        return scored
+        query = select(marks).where(
+            marks.c.workspace_id == workspace,
+            or_(marks.c.evidence["daily_file"].as_string() == daily_file, reinforced_cites),
+        )
+        return [Mark.from_row(row._mapping) for row in self.connection.execute(query)]
 
     # -- the text of every mark, for the free-text index (daemon.services.mark_text) -------
 
@@ -361,18 +252,6 @@ class Marks:
             _COUNT_REINFORCEMENTS,
             [{"mark_id": i, "n": counts[i], "at": latest[i]} for i in counts],
         )
-
-    def reinforcements_of(self, mark_ids: Iterable[str]) -> dict[str, list[Reinforcement]]:
-        ids = list(mark_ids)
-        found: dict[str, list[Reinforcement]] = defaultdict(list)
-        for chunk in in_chunks(ids):
-            for row in self.connection.execute(
-                select(reinforcements)
-                .where(reinforcements.c.mark_id.in_(chunk))
-                .order_by(reinforcements.c.reinforced_at)
-            ):
-                found[row.mark_id].append(Reinforcement.from_row(row._mapping))
-        return found
 
     def set_state(self, mark_ids: Sequence[str], state: str, now: datetime) -> int:
         if not mark_ids:
@@ -485,30 +364,3 @@ class Marks:
             .values(state=state, updated_at=now)
         )
         return result.rowcount
-
-    def _matching(
-        self,
-        columns: tuple[ColumnElement[Any], ...],
-        workspace: str,
-        prefix: str,
-        states: Sequence[str],
-        reinforced_since: datetime | None,
-        provenances: Sequence[str] | None = None,
-    ) -> list[Any]:
-        subject = normalize_subject(prefix)
-        escaped = escape_like(subject)
-        query = _matching_query(
-            columns,
-            tuple(states),
-            bool(subject),
-            reinforced_since is not None,
-            None if provenances is None else tuple(sorted(provenances)),
-        )
-        parameters = {
-            "workspace": workspace,
-            "subject": subject,
-            "under": escaped + "%",
-            "below": escaped + ".%",
-            "since": reinforced_since,
-        }
-        return list(self.connection.execute(query, parameters).all())

@@ -1,5 +1,5 @@
 """Wake-ups across a fleet: an append on PostgreSQL that leaves work for a worker is announced
-with NOTIFY when it commits (:meth:`~daemon.store.signal_log.SignalLog.announce_append`);
+with NOTIFY when it commits (:meth:`~daemon.store.signals.SignalLog.announce_append`);
 :func:`listen_for_appends` hears them on a connection of its own."""
 
 from __future__ import annotations

@@ -43,6 +43,21 @@ class Seeds:
         rows = self.connection.execute(query.order_by(seeds.c.planted_at.desc(), seeds.c.id))
         return [Seed.from_row(row._mapping) for row in rows]
 
+    def based_on(self, workspace: str, mark_id: str) -> list[Seed]:
+        """The workspace's seeds that name ``mark_id`` among the marks they are based on
+        (its promotion history), oldest first."""
+        if self.connection.dialect.name == "sqlite":
+            element = func.json_each(seeds.c.based_on_marks).table_valued("value")
+        else:
+            element = func.json_array_elements_text(seeds.c.based_on_marks).table_valued("value")
+        based = select(element.c.value).where(element.c.value == mark_id).exists()
+        rows = self.connection.execute(
+            select(seeds)
+            .where(seeds.c.workspace_id == workspace, based)
+            .order_by(seeds.c.planted_at, seeds.c.id)
+        )
+        return [Seed.from_row(row._mapping) for row in rows]
+
     def review(self, seed_id: str, decision: str, reviewer: str, at: datetime) -> bool:
         """Move a *pending* seed to ``decision``; False if it was not pending."""
         result = self.connection.execute(

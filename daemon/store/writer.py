@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 import structlog
 from sqlalchemy.engine import Connection, Engine
 
+from daemon.store.errors import WriterClosed
+
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741
 BatchFunction = Callable[[Connection, Sequence[Any]], Sequence[Any]]
@@ -40,10 +42,6 @@ BatchFunction = Callable[[Connection, Sequence[Any]], Sequence[Any]]
 log = structlog.get_logger("cambium.writer")
 
 _STOP = object()
-
-
-class WriterClosed(RuntimeError):
-    """The writer is stopped; nothing was written."""
 
 
 def _ok() -> None:

@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 
-from daemon.files.text import terms
 from daemon.llm.client import Message
+from daemon.search.text import terms
 
 MAX_SUBJECTS_SHOWN = 30
 

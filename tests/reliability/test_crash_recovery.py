@@ -31,8 +31,7 @@ import httpx
 import pytest
 from observations import observation
 
-from daemon.store import Store
-from daemon.store.signal_log import DeliveryCounts
+from daemon.store import DeliveryCounts, Store
 from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from test_crash_recovery import (
     Database,
     Emitters,
@@ -25,8 +26,10 @@ from test_crash_recovery import (
 )
 
 from daemon.store import Store
+from daemon.store.tables import ReceptorCursorTable
 from daemon.testing import DaemonHome, running
 
+CURSORS = ReceptorCursorTable.__table__  # type: ignore[attr-defined]
 COUNT = 600
 LEASE = 2  # seconds: a killed owner's receptors are taken over within about this long
 
@@ -34,7 +37,8 @@ LEASE = 2  # seconds: a killed owner's receptors are taken over within about thi
 def owner_of(url: str, receptor: str) -> str | None:
     store = Store(url)
     try:
-        return store.read_sync(lambda tx: tx.signals.owners()).get(receptor)
+        owner = select(CURSORS.c.owner).where(CURSORS.c.receptor == receptor)
+        return store.read_sync(lambda tx: tx.connection.execute(owner).scalar())
     finally:
         store.close()
 

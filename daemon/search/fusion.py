@@ -9,7 +9,7 @@ What a log line is embedded as (:func:`line_meanings`) lives here too: the daily
 builds it whether or not the extra is installed.
 
 This module is pure Python so that the layers can use it without the ``semantic`` extra;
-the dense side (:class:`DenseRanker`) is implemented in :mod:`daemon.files.semantic`.
+the dense side (:class:`DenseRanker`) is implemented in :mod:`daemon.search.semantic`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from daemon.files.text import B, Index
+from daemon.search.text import B, Index
 
 K = TypeVar("K", bound=Hashable)
 
@@ -85,7 +85,7 @@ def reciprocal_rank_fusion(
 
 
 class HybridIndex(Index[K]):
-    """A lexical :class:`~daemon.files.text.Index` that also feeds every document it is
+    """A lexical :class:`~daemon.search.text.Index` that also feeds every document it is
     given to a dense ranker, when there is one, so that a layer keeps both current with
     the same calls."""
 

@@ -1,47 +1,107 @@
-"""Each API operation as a :class:`Call` (what to send, how to read the answer), shared by
-the sync and the async client, so the two differ only in how they wait for the network."""
+"""The client without I/O: where the daemon listens, each API operation as a :class:`Call`
+(what to send, how to read the answer) and the errors for what came back, shared by
+:class:`~daemon.client.Client` and :class:`~daemon.client.AsyncClient`, so the two differ
+only in how they wait for the network."""
 
 from __future__ import annotations
 
+import ipaddress
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote, urlsplit
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from daemon.client.errors import (
+from daemon.client._errors import (
     CambiumError,
     NotReachable,
     OutcomeUnknown,
     Rejected,
     error_for,
 )
-from daemon.client.models import (
+from daemon.core.clock import SECONDS_PER_DAY
+from daemon.core.errors import FieldError, describe, field_errors
+from daemon.core.signal import Signal, SignalRejected
+from daemon.schema.answers import (
     ContextBlock,
     Emitted,
     Health,
     Recall,
     Retried,
     Reviewed,
-    Seed,
+    SeedItem,
     StoredSignal,
 )
-from daemon.core.errors import FieldError
-from daemon.core.signal import Signal, SignalRejected
+from daemon.schema.recall import ContextQuery, RecallQuery
+from daemon.schema.waits import DELIVERY_WAIT_SECONDS, MAX_WAIT_SECONDS
 
 T = TypeVar("T")
+Q = TypeVar("Q", bound=RecallQuery)
+Decision = Literal["accepted", "rejected"]
 
 # Seconds the daemon gets to answer, on top of any delivery wait the call asks for.
 ANSWER_SECONDS = 10.0
-# The API's ceiling for ``?wait=``.
-MAX_WAIT_SECONDS = 30.0
-# The daemon itself waits up to this long for a review to be applied.
-REVIEW_SECONDS = 10.0
-SECONDS_PER_DAY = 86_400.0
+DEFAULT_SOURCE_ID = "python-client"
+_BASE_URL = "http://cambium"
+
+
+def endpoint(
+    socket: str | Path | None, url: str | None, token: str | None, config: Path | None
+) -> tuple[dict[str, Any], str]:
+    """httpx settings for where the daemon listens, and how to name that place."""
+    if url is not None:
+        host = urlsplit(url).hostname or ""
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:  # the token must never leave the machine
+            raise ValueError(f"url must be a loopback address, like http://127.0.0.1:8765: {url}")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return {"base_url": url, "headers": headers}, url
+    if socket is None:
+        from daemon.config import load_config
+
+        socket = load_config(config).ingress.socket
+    return {"base_url": _BASE_URL, "uds": str(socket)}, str(socket)
+
+
+class BaseClient:
+    """What both clients hold: where the daemon is, who writes, how long it may take."""
+
+    def __init__(
+        self,
+        socket: str | Path | None,
+        url: str | None,
+        token: str | None,
+        config: Path | None,
+        source_id: str,
+        answer_seconds: float,
+        has_transport: bool,
+    ) -> None:
+        self.answer_seconds = answer_seconds
+        if has_transport:
+            self._settings: dict[str, Any] = {"base_url": url or _BASE_URL}
+            self.where = "the given transport"
+        else:
+            self._settings, self.where = endpoint(socket, url, token, config)
+        self.source_id = source_id
+
+    def _emit_call(
+        self,
+        signal_type: str,
+        payload: dict[str, Any],
+        source_id: str | None,
+        wait: float,
+        **fields: Any,
+    ) -> Call[Emitted]:
+        signal = build_signal(signal_type, payload, source_id=source_id or self.source_id, **fields)
+        return emit(signal, wait)
 
 
 def new_idempotency_key() -> str:
@@ -68,17 +128,6 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _query(**values: Any) -> dict[str, Any]:
-    params = {}
-    for key, value in values.items():
-        if value is None or value is False:
-            continue
-        if isinstance(value, list | tuple):
-            value = ",".join(value)
-        params[key] = "true" if value is True else value
-    return params
-
-
 # -- reads -------------------------------------------------------------------------------
 
 
@@ -90,52 +139,33 @@ def signal(signal_id: str) -> Call[StoredSignal]:
     return Call("GET", f"/v1/signals/{_segment(signal_id)}", _model(StoredSignal))
 
 
-def recall(
-    about: str,
-    layers: Sequence[str] | None,
-    horizon: str | None,
-    min_strength: float | None,
-    limit: int | None,
-    include_withered: bool,
-    workspace: str | None,
-) -> Call[Recall]:
-    params = _query(
-        about=about,
-        layers=layers,
-        horizon=horizon,
-        min_strength=min_strength,
-        limit=limit,
-        include_withered=include_withered,
-        workspace=workspace,
+def query(model: type[Q], arguments: dict[str, Any]) -> Q:
+    """A recall (or context) query from a method's arguments, named as the query's fields
+    (``None``: the default); checked here first, so a bad one fails the same whether or not
+    the daemon runs."""
+    given = {k: v for k, v in arguments.items() if k in model.model_fields and v is not None}
+    try:
+        return model.model_validate(given)
+    except ValidationError as exc:
+        errors = field_errors(exc.errors())
+        raise Rejected(422, describe(errors), errors) from None
+
+
+def recall(query: RecallQuery) -> Call[Recall]:
+    return Call("GET", "/v1/recall", _model(Recall), params=query.to_params())
+
+
+def context(query: ContextQuery) -> Call[ContextBlock]:
+    return Call("GET", "/v1/context", _model(ContextBlock), params=query.to_params())
+
+
+_SEEDS = TypeAdapter(list[SeedItem])
+
+
+def seeds(state: str | None) -> Call[list[SeedItem]]:
+    return Call(
+        "GET", "/v1/seeds", _SEEDS.validate_python, params={"state": state} if state else None
     )
-    return Call("GET", "/v1/recall", _model(Recall), params=params | {"about": about})
-
-
-def context(
-    about: str,
-    max_chars: int,
-    layers: Sequence[str] | None,
-    horizon: str | None,
-    min_strength: float | None,
-    limit: int | None,
-    workspace: str | None,
-) -> Call[ContextBlock]:
-    params = _query(
-        max_chars=max_chars,
-        layers=layers,
-        horizon=horizon,
-        min_strength=min_strength,
-        limit=limit,
-        workspace=workspace,
-    )
-    return Call("GET", "/v1/context", _model(ContextBlock), params=params | {"about": about})
-
-
-_SEEDS = TypeAdapter(list[Seed])
-
-
-def seeds(state: str | None) -> Call[list[Seed]]:
-    return Call("GET", "/v1/seeds", _SEEDS.validate_python, params=_query(state=state))
 
 
 # -- writes ------------------------------------------------------------------------------
@@ -234,7 +264,7 @@ def review(
     key = idempotency_key or new_idempotency_key()
     body = {"decision": decision, "reviewer": reviewer, "idempotency_key": key}
     path = f"/v1/seeds/{_segment(seed_id)}/review"
-    return Call("POST", path, _model(Reviewed), None, body, REVIEW_SECONDS, key)
+    return Call("POST", path, _model(Reviewed), None, body, DELIVERY_WAIT_SECONDS, key)
 
 
 def governance(
@@ -243,7 +273,9 @@ def governance(
     """A correction, retraction, forget or review undo: POST ``body`` to ``path``; the answer
     is the route's JSON (``signal_id`` and the changed records)."""
     key = idempotency_key or new_idempotency_key()
-    return Call("POST", path, dict, None, body | {"idempotency_key": key}, REVIEW_SECONDS, key)
+    return Call(
+        "POST", path, dict, None, body | {"idempotency_key": key}, DELIVERY_WAIT_SECONDS, key
+    )
 
 
 def correct(
@@ -261,8 +293,9 @@ def retract(
 
 
 def forget(
-    target: dict[str, str], reason: str, by: str, idempotency_key: str | None
+    subject: str | None, mark_id: str | None, reason: str, by: str, idempotency_key: str | None
 ) -> Call[dict[str, Any]]:
+    target = {"subject": subject} if subject is not None else {"mark_id": mark_id or ""}
     return governance("/v1/forget", target | {"reason": reason, "by": by}, idempotency_key)
 
 

@@ -1,4 +1,4 @@
-"""Typed answers of the daemon's API. Unknown fields are kept (a newer daemon may add some),
+"""The daemon API's answers, typed. Unknown fields are kept (a newer daemon may add some),
 so ``model_dump(mode="json", by_alias=True)`` gives back what the daemon said."""
 
 from __future__ import annotations
@@ -112,7 +112,9 @@ class ContextBlock(_Answer):
     max_chars: int
 
 
-class Seed(_Answer):
+class SeedItem(_Answer):
+    """A seed as the API shows it (the stored record is :class:`daemon.core.records.Seed`)."""
+
     id: str
     subject: str
     proposed_change: str
@@ -125,7 +127,7 @@ class Seed(_Answer):
     reviewed_by: str | None = None
 
 
-class Reviewed(Seed):
+class Reviewed(SeedItem):
     signal_id: str  # the memory.seed_reviewed signal that carried the decision
 
 
