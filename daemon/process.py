@@ -1,7 +1,8 @@
 """The daemon process: ``cambium run``.
 
-Start-up order: load config (done by the caller), check everything that can be checked
-before touching anything, claim the socket, apply migrations, start the bus (which replays
+Start-up order: load config (done by the caller), build the daemon from it
+(:mod:`daemon.composition`, which checks everything that can be checked before touching
+anything), claim the socket, apply migrations, start the bus (which replays
 unfinished deliveries), the ingress, the rhythms and the substrate watcher, then report
 ready. SIGTERM/SIGINT: stop accepting, let in-flight deliveries finish within the grace
 period, exit. It never forks; systemd or launchd supervise it.
@@ -20,42 +21,22 @@ import structlog
 import uvicorn
 
 from daemon import __version__
-from daemon.api.app import create_app
-from daemon.api.deps import Services
-from daemon.api.guards import BodyLimit, RequireToken
-from daemon.api.server import bind_tcp, bind_unix, make_server
-from daemon.bus import Receptor, RetryPolicy, SignalBus
-from daemon.config import Config, ConfigError
+from daemon.composition import Daemon, compose
+from daemon.config import Config
 from daemon.core.clock import Clock, utcnow
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
+from daemon.server import bind_tcp, bind_unix, make_server
 from daemon.services.recall import Layers
 from daemon.store import Store, StoreLock, check_sqlite_file
 from daemon.store.migrate import upgrade_in_child_process
-from receptors import build_receptors
-from rhythms.scheduler import RhythmScheduler
-from rhythms.template import RhythmTemplate
 
 log = structlog.get_logger("cambium.daemon")
 
 
 async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     """Run until SIGTERM or SIGINT. Raises ConfigError before anything is touched."""
-    rhythm_templates = config.rhythm_templates()
-    token = config.ingress.read_token()
-    store = Store(config.store.url)
-    memory = Layers.from_config(config, store)
-    try:
-        receptors = build_receptors(config, store, memory.daily)
-    except ValueError as exc:
-        raise ConfigError(f"consolidation.extractor: {exc}") from None
-    known = [r.key for r in receptors]
-    unknown = sorted(set(config.bus.receptors or ()) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"bus.receptors: unknown receptor {', '.join(unknown)} (known: {', '.join(known)})"
-        )
-
+    daemon = compose(config, clock)
     lock = StoreLock(config.store.url)
     lock.acquire()  # before anything is written: one daemon per store
     sockets = []
@@ -66,11 +47,11 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
             sockets.append(bind_tcp(*tcp))
         check_sqlite_file(config.store.url)
         await upgrade_in_child_process(config.store.url)
-        store.start()
+        daemon.store.start()
         try:
-            await _serve(config, store, memory, receptors, rhythm_templates, sockets, token, clock)
+            await _serve(config, daemon, sockets)
         finally:
-            store.close()
+            daemon.store.close()
     finally:
         for sock in sockets:
             sock.close()
@@ -79,44 +60,17 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
         lock.release()
 
 
-async def _serve(
-    config: Config,
-    store: Store,
-    memory: Layers,
-    receptors: list[Receptor],
-    templates: list[RhythmTemplate],
-    sockets: list[socket.socket],
-    token: str | None,
-    clock: Clock,
-) -> None:
-    bus = SignalBus(
-        store,
-        receptors,
-        workspace=config.workspace,
-        retry=RetryPolicy(max_attempts=config.bus.max_attempts),
-        clock=clock,
-        grace_period=config.bus.grace_period,
-        may_own=config.bus.receptors,
-        lease_seconds=config.bus.lease_seconds,
-    )
+async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -> None:
+    bus, scheduler, memory = daemon.bus, daemon.scheduler, daemon.memory
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(bus)
-        scheduler = RhythmScheduler(templates, bus.emit, store, clock=clock)
-        services = Services(
-            bus=bus,
-            layers=memory,
-            clock=clock,
-            next_fires=lambda: scheduler.rhythms,
-            seed_rules=config.seeds,
-        )
-        app = BodyLimit(create_app(services), config.ingress.max_request_bytes)
         servers: list[uvicorn.Server] = []
         stop_watching = anyio.Event()
         async with anyio.create_task_group() as tasks:
             served = []
             for index, sock in enumerate(sockets):
-                guarded = app if index == 0 else RequireToken(app, token or "")
-                server = make_server(guarded, config.bus.grace_period)
+                app = daemon.socket_app if index == 0 else daemon.tcp_app
+                server = make_server(app, config.bus.grace_period)
                 servers.append(server)
                 done = anyio.Event()
                 served.append(done)
@@ -137,15 +91,15 @@ async def _serve(
                 await anyio.sleep(0.01)
             interval = watchdog_interval()
             if interval:
-                tasks.start_soon(_watchdog, store, interval)
+                tasks.start_soon(_watchdog, daemon.store, interval)
             notify("READY=1")
             log.info(
                 "ready",
                 version=__version__,
                 socket=str(config.ingress.socket),
                 tcp=config.ingress.tcp,
-                store=store.dialect,
-                receptors=[r.key for r in receptors],
+                store=daemon.store.dialect,
+                receptors=[r.key for r in bus.receptors],
             )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
                 async for signum in received:

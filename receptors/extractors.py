@@ -1,19 +1,18 @@
 """Extractors turn a day's log lines into observations for the consolidation receptor.
 
-The receptor only knows the :class:`Extractor` interface and picks one by the name in the
-config (``[consolidation] extractor``): ``mock`` (the default, and the tests' choice) or
-``openai`` (any OpenAI-compatible chat-completions endpoint, :mod:`receptors.llm`).
+The receptor only knows the :class:`Extractor` interface; the composition
+(:func:`daemon.composition.make_extractor`) picks one by the name in the config
+(``[consolidation] extractor``): ``mock`` (the default, and the tests' choice) or ``openai``
+(any OpenAI-compatible chat-completions endpoint, :mod:`receptors.llm`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any, Literal, Protocol
-
-from daemon.config import Config
 
 Provenance = Literal["stated", "observed", "inferred"]
 
@@ -74,35 +73,3 @@ class MockExtractor:
             if match:
                 found.append(Extraction(match[1], match[2], (number, number)))
         return found
-
-
-def _openai(config: Config) -> Extractor:
-    from daemon.llm import chat_client
-    from receptors.llm.extractor import OpenAIExtractor
-
-    return OpenAIExtractor(
-        chat_client(config.llm),
-        max_lines_per_call=config.llm.max_lines_per_call,
-        overlap_lines=config.llm.overlap_lines,
-        max_attempts=config.llm.max_attempts,
-        similarity=config.observation.similarity,
-    )
-
-
-EXTRACTORS: dict[str, Callable[[Config], Extractor]] = {
-    "mock": lambda config: MockExtractor(),
-    "openai": _openai,
-}
-
-
-def make_extractor(config: Config) -> Extractor:
-    """The configured extractor. Raises ValueError naming the problem (an unknown name, an
-    API key that cannot be read)."""
-    name = config.consolidation.extractor
-    try:
-        factory = EXTRACTORS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown extractor {name!r}; known: {', '.join(sorted(EXTRACTORS))}"
-        ) from None
-    return factory(config)

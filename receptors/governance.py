@@ -14,7 +14,8 @@ from daemon.bus import DeliveryContext, PayloadError, Receptor
 from daemon.core import signal_types
 from daemon.core.signal import Signal
 from daemon.schema.payloads import Forget, MarkCorrected, MarkRetracted
-from daemon.services.governance import ForgetTarget, GovernanceRefused, correct, forget, retract
+from daemon.services.errors import Refused
+from daemon.services.governance import ForgetTarget, correct, forget, retract
 from daemon.store import Store, Tx
 from receptors.common import parse_payload
 
@@ -45,5 +46,5 @@ class GovernanceReceptor(Receptor):
                 asked = parse_payload(Forget, signal.payload)
                 target = ForgetTarget(subject=asked.subject, mark_id=asked.mark_id)
                 forget(tx, signal, target, asked.reason)
-        except GovernanceRefused as exc:
+        except Refused as exc:
             raise PayloadError(exc.field, str(exc)) from None

@@ -17,7 +17,8 @@ from daemon.core import signal_types
 from daemon.core.records import Seed
 from daemon.core.signal import Signal
 from daemon.schema.payloads import SeedPlanted, SeedReviewed, SeedReviewUndone
-from daemon.services.review import PlantingRefused, ReviewRefused, check_planting, review, undo
+from daemon.services.errors import Refused
+from daemon.services.review import PlantingRefused, check_planting, review, undo
 from daemon.store import Tx
 from receptors.common import parse_payload
 
@@ -51,7 +52,7 @@ class SeedReceptor(StoreReceptor):
             else:
                 undone = parse_payload(SeedReviewUndone, signal.payload)
                 undo(tx, signal.workspace_id, undone.seed_id, signal.emitted_at, self.undo_hours)
-        except ReviewRefused as exc:
+        except Refused as exc:
             raise PayloadError("seed_id", str(exc)) from None
 
     def _plant(self, tx: Tx, signal: Signal) -> None:

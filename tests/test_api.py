@@ -13,16 +13,15 @@ import httpx
 import pytest
 from support import FAST_RETRY, T0
 
-from daemon.api.app import create_app
-from daemon.api.deps import Services
 from daemon.api.guards import BodyLimit, RequireToken
 from daemon.bus import SignalBus
+from daemon.composition import build_app, build_receptors
 from daemon.config import parse_config
 from daemon.core.records import derived_id
 from daemon.core.signal import MAX_PAYLOAD_BYTES
 from daemon.services.recall import Layers
+from daemon.services.running import Services
 from daemon.store import Store
-from receptors import build_receptors
 
 TOKEN = "s3cret-token-of-enough-length"
 BODY_LIMIT = 1024 * 1024
@@ -44,18 +43,23 @@ PLANT = {
 
 @asynccontextmanager
 async def serving(
-    store: Store, root: Path, token: str | None = None
+    store: Store, root: Path, token: str | None = None, receptors: set[str] | None = None
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The API as the Unix socket serves it (body limit), or as loopback TCP does (behind
-    the bearer token too), with a running bus for the workspace ``home``."""
+    the bearer token too), with a running bus for the workspace ``home`` (with only the
+    ``receptors`` named, if given)."""
     config = parse_config(
         {"workspace": "home", "paths": {"daily": str(root / "daily"), "compost": str(root / "c")}}
     )
-    layers = Layers.from_config(config, store)
-    receptors = build_receptors(config, store, layers.daily)
-    async with SignalBus(store, receptors, workspace="home", retry=FAST_RETRY) as bus:
-        services = Services(bus=bus, layers=layers, clock=lambda: T0)
-        app: Any = BodyLimit(create_app(services), BODY_LIMIT)
+    memory = Layers.from_config(config, store)
+    running = [
+        r
+        for r in build_receptors(config, store, memory.daily)
+        if receptors is None or r.key in receptors
+    ]
+    async with SignalBus(store, running, workspace="home", retry=FAST_RETRY) as bus:
+        services = Services(bus=bus, layers=memory, clock=lambda: T0)
+        app: Any = build_app(services, BODY_LIMIT)
         if token:
             app = RequireToken(app, token)
         transport = httpx.ASGITransport(app=app)
@@ -306,3 +310,42 @@ async def test_a_review_is_undone_through_the_api(store: Store, tmp_path: Path) 
         await api.post(f"/v1/seeds/{seed['id']}/review", json=review)
         undone = await api.post(f"/v1/seeds/{seed['id']}/undo", json={"reviewer": "ada"})
         assert undone.status_code == 200 and undone.json()["state"] == "pending"
+
+
+@pytest.mark.asyncio
+async def test_each_command_repeated_with_its_key_gets_the_first_answer(
+    store: Store, tmp_path: Path
+) -> None:
+    async with serving(store, tmp_path) as api:
+        await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})
+        await api.post("/v1/signals", json=PLANT, params={"wait": 5})
+        [mark] = (await api.get("/v1/recall", params={"about": "user.food"})).json()["marks"]
+        [seed] = (await api.get("/v1/seeds")).json()
+        commands = [
+            (f"/v1/seeds/{seed['id']}/review", {"decision": "accepted", "reviewer": "ada"}),
+            (f"/v1/seeds/{seed['id']}/undo", {"reviewer": "ada"}),
+            (f"/v1/marks/{mark['id']}/correct", {"text": "figs", "reason": "r", "by": "ada"}),
+        ]
+        for path, body in commands:
+            keyed = body | {"idempotency_key": f"k-{path}"}
+            first, again = [await api.post(path, json=keyed) for _ in range(2)]
+            assert first.status_code == again.status_code == 200, (path, again.text)
+            assert first.json()["signal_id"] == again.json()["signal_id"]
+            # Without the key the same request is refused: the first one changed the state.
+            assert (await api.post(path, json=body)).status_code == 409
+
+
+@pytest.mark.asyncio
+async def test_a_command_stored_but_not_applied_yet_is_202_naming_its_signal(
+    store: Store, tmp_path: Path
+) -> None:
+    async with serving(store, tmp_path, receptors={"observation"}) as api:
+        await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})
+        [mark] = (await api.get("/v1/recall", params={"about": "user.food"})).json()["marks"]
+        retract = {"reason": "wrong", "by": "ada"}
+        answer = await api.post(f"/v1/marks/{mark['id']}/retract", json=retract)
+        assert answer.status_code == 202
+        [signal_id] = answer.json()["detail"].removeprefix("stored as signal ").split(";")[:1]
+        assert answer.json() == {"detail": f"stored as signal {signal_id}; not applied yet"}
+        stored = (await api.get(f"/v1/signals/{signal_id}")).json()
+        assert stored["type"] == "memory.mark_retracted" and stored["source_id"] == "ada"

@@ -1,13 +1,15 @@
 """The layers, checked from the source: who may import whom (parsed with ``ast``, so an
 import inside a function counts as much as one at the top).
 
-    core  <-  store, files  <-  bus  <-  services  <-  receptors, rhythms, api  <-  process
+    core  <-  store, files  <-  bus  <-  services  <-  receptors, rhythms, api, loom
+                                                     <-  composition  <-  process
                                                                    cli (the entry point)
     core  <-  search  <-  files  (the file layers rank with the search package)
     core  <-  schema (the wire)  <-  services, client  <-  mcp   cli (the entry point)
 
-``daemon.process`` is the only composition root: it alone puts receptors, the bus, the API
-and the rhythms together.
+``daemon.composition`` is the only composition root: it alone puts receptors, the bus, the
+API, Loom and the rhythms together; ``daemon.process`` runs what it built. No import cycle,
+lazy or not, between modules or between packages.
 """
 
 from __future__ import annotations
@@ -47,13 +49,13 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.services": SERVICES,
     "receptors": SERVICES | {"receptors"},
     "rhythms": STORE | {"rhythms"},
-    "daemon.api": SERVICES | {"daemon", "daemon.api", "daemon.loom.routes"},
-    "daemon.loom": SERVICES | {"daemon", "daemon.loom", "daemon.api.deps", "daemon.api.server"},
+    "daemon.api": SERVICES | {"daemon", "daemon.api"},
+    "daemon.loom": SERVICES | {"daemon", "daemon.loom", "daemon.server"},
+    "daemon.composition": SERVICES | {"daemon.api", "daemon.loom.routes", "receptors", "rhythms"},
     "daemon.process": SERVICES
-    | {"daemon", "daemon.api", "daemon.process", "daemon.logs", "daemon.sdnotify"}
-    | {"receptors", "rhythms"},
+    | {"daemon", "daemon.composition", "daemon.logs", "daemon.sdnotify", "daemon.server"},
     "daemon.cli": SERVICES
-    | {"daemon", "daemon.cli", "daemon.process", "daemon.api.server", "daemon.logs"}
+    | {"daemon", "daemon.cli", "daemon.process", "daemon.server", "daemon.logs"}
     | {"daemon.loom.door", "daemon.client", "daemon.mcp", "daemon.service_files"}
     | {"rhythms"},
     # The public client: what it sends is checked with the core's rules and the wire
@@ -67,6 +69,7 @@ ALLOWED: dict[str, set[str]] = {
     # The daemon as a subprocess, and the waits and rules only tests need.
     "daemon.testing": BUS,
     "daemon.sdnotify": set(),
+    "daemon.server": set(),  # sockets and uvicorn servers: the API's and Loom's door's
     "daemon": set(),  # the package's own __init__: the version, and nothing else
 }
 
@@ -139,14 +142,142 @@ def test_a_synthetic_violation_is_caught(tmp_path: Path, module: str, source: st
     assert len(found) == 1 and found[0].startswith(module_name(tmp_path, tmp_path / module))
 
 
-def test_only_the_process_composes_the_daemon() -> None:
+def test_only_the_composition_root_composes_the_daemon() -> None:
+    # The app factory, Loom's mount and the receptors' package face are what composing takes.
+    composing = {"daemon.api.app", "daemon.loom.routes", "receptors"}
     composers = [
         module_name(REPO, path)
         for package in FIRST_PARTY
         for path in (REPO / package).rglob("*.py")
-        if "receptors" in imports_of(path) and not module_name(REPO, path).startswith("receptors")
+        if composing & imports_of(path) and not module_name(REPO, path).startswith("receptors")
     ]
-    assert composers == ["daemon.process"]
+    assert composers == ["daemon.composition"]
+
+
+# -- import cycles ------------------------------------------------------------------------
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Each first-party module -> the first-party modules it imports (anywhere in it: a lazy
+    import inside a function counts). ``from p import name`` counts ``p.name`` when that is a
+    module, else ``p``."""
+    modules = {
+        module_name(root, path)
+        for package in FIRST_PARTY
+        for path in (root / package).rglob("*.py")
+    }
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for package in FIRST_PARTY:
+        for path in (root / package).rglob("*.py"):
+            names: list[str] = []
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names.extend(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+            module = module_name(root, path)
+            graph[module] = {r for r in map(resolve, names) if r is not None} - {module}
+    return graph
+
+
+def package_graph(root: Path, graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph with each module folded into its package (``daemon``'s own modules,
+    such as ``daemon.config``, each stand for themselves)."""
+
+    def package(module: str) -> str:
+        if (root / module.replace(".", "/")).is_dir():
+            return module
+        parent = module.rpartition(".")[0]
+        return module if parent == "daemon" else parent
+
+    folded: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        outside = {package(i) for i in imported} - {package(module)}
+        folded.setdefault(package(module), set()).update(outside)
+    return folded
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowest[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                lowest[node] = min(lowest[node], lowest[target])
+            elif target in stack:
+                lowest[node] = min(lowest[node], index[target])
+        if lowest[node] == index[node]:
+            component = []
+            while (member := stack.pop()) != node:
+                component.append(member)
+            if component:
+                found.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+# Known and to be removed, not to be added to: daemon/search/ imports daemon/files/fs.py (the
+# one way to the disk) while daemon/files/ imports the search package. Moving fs.py below
+# both (it imports nothing of ours) ends it; then this list is empty.
+KNOWN_PACKAGE_CYCLES = [["daemon.files", "daemon.search"]]
+
+
+def test_no_import_cycle_between_modules_or_packages() -> None:
+    graph = import_graph(REPO)
+    assert cycles(graph) == []
+    assert cycles(package_graph(REPO, graph)) == KNOWN_PACKAGE_CYCLES
+
+
+@pytest.mark.parametrize(
+    ("files", "modules", "packages"),
+    [
+        (  # a lazy cycle between two modules of two packages
+            {
+                "receptors/a.py": "def f() -> None:\n    from receptors.llm.b import g\n",
+                "receptors/llm/b.py": "from receptors import a\n",
+            },
+            [["receptors.a", "receptors.llm.b"]],
+            [["receptors", "receptors.llm"]],
+        ),
+        (  # packages importing each other through different modules: no module cycle
+            {
+                "daemon/api/app.py": "from daemon.loom.routes import router\n",
+                "daemon/loom/routes.py": "from daemon.api.deps import Running\n",
+                "daemon/api/deps.py": "",
+            },
+            [],
+            [["daemon.api", "daemon.loom"]],
+        ),
+        ({"daemon/x.py": "import daemon.y\n", "daemon/y.py": "import daemon.config\n"}, [], []),
+    ],
+)
+def test_a_synthetic_cycle_is_caught(
+    tmp_path: Path, files: dict[str, str], modules: list[list[str]], packages: list[list[str]]
+) -> None:
+    for package in FIRST_PARTY:
+        (tmp_path / package).mkdir()
+    for name, source in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == modules
+    assert cycles(package_graph(tmp_path, graph)) == packages
 
 
 # The store's inside stays inside: only its own modules touch its tables, and every other

@@ -12,13 +12,13 @@ import pytest
 from support import FAST_RETRY, T0, emit_and_settle, make_signal
 
 from daemon.bus import SignalBus
+from daemon.composition import build_receptors
 from daemon.config import parse_config
 from daemon.core.records import Mark
 from daemon.files.daily import DailyLog
 from daemon.services.archive import ArchiveRefused, export_archive, import_archive, read_archive
 from daemon.store import NewSignal, Store
 from daemon.store.migrate import upgrade
-from receptors import build_receptors
 
 FIRST_DAY = date(2026, 4, 11)
 

@@ -15,7 +15,6 @@ from lossy_proxy import losing_answers, never_answering
 from support import T0
 
 from daemon.api.app import create_app
-from daemon.api.deps import Services
 from daemon.bus import SignalBus
 from daemon.client import (
     AsyncClient,
@@ -28,6 +27,7 @@ from daemon.client import (
 )
 from daemon.config import parse_config
 from daemon.services.recall import Layers
+from daemon.services.running import Services
 from daemon.store import Store
 from daemon.testing import DaemonHome, running
 from receptors.governance import GovernanceReceptor

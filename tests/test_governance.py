@@ -31,7 +31,7 @@ def observation(subject: str, said: str) -> dict[str, Any]:
     return {"subject": subject, "observation": said, "evidence": {"note": "said so in chat"}}
 
 
-def layers(store: Store, root: Path) -> Layers:
+def memory_of(store: Store, root: Path) -> Layers:
     return Layers(
         store=store,
         substrate=Substrate([]),
@@ -44,7 +44,7 @@ def layers(store: Store, root: Path) -> Layers:
 
 def recalled(store: Store, root: Path, about: str, **options: Any) -> list[dict[str, Any]]:
     query = RecallQuery(about=about, layers=("marks",), **options)
-    result = recall(query, layers(store, root), T0 + timedelta(hours=2))
+    result = recall(query, memory_of(store, root), T0 + timedelta(hours=2))
     marks: list[dict[str, Any]] = result.to_json()["marks"]
     return marks
 
@@ -296,7 +296,7 @@ async def test_free_text_no_longer_finds_a_forgotten_mark(store: Store, tmp_path
     """The daemon's in-memory text index drops what was forgotten: the same long-lived
     layers that found the mark by a word of its text find nothing afterwards, even when
     the history is asked for."""
-    memory = layers(store, tmp_path)
+    memory = memory_of(store, tmp_path)
     at = T0 + timedelta(hours=2)
 
     def search(**options: Any) -> list[str]:

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from daemon.composition import make_extractor
 from daemon.config import ConfigError, parse_config
 from daemon.llm import chat_client
-from receptors.extractors import MockExtractor, make_extractor
+from receptors.extractors import MockExtractor
 from receptors.llm.extractor import OpenAIExtractor
 
 

@@ -17,15 +17,16 @@ import anyio
 import httpx
 import pytest
 
-from daemon.api.app import create_app
-from daemon.api.deps import Services
 from daemon.bus import RetryPolicy, SignalBus
+from daemon.composition import build_app
 from daemon.core.records import derived_id
 from daemon.core.strength import current_strength
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
+from daemon.loom.data import LoomData, SignalFilter
 from daemon.services.recall import Layers
+from daemon.services.running import Services
 from daemon.store import Store
 from receptors.daily_note import DailyNoteReceptor
 from receptors.observation import ObservationReceptor
@@ -102,7 +103,7 @@ async def open_loom(store: Store, tmp_path: Path) -> AsyncIterator[Loom]:
         services = Services(
             bus=bus, layers=memory, clock=lambda: NOW, next_fires=lambda: {"nightly": NOW}
         )
-        transport = httpx.ASGITransport(app=create_app(services))
+        transport = httpx.ASGITransport(app=build_app(services, 1 << 20))
         async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:
             yield Loom(client, bus, store, daily)
 
@@ -264,13 +265,15 @@ async def test_a_day_shows_its_lines_and_the_marks_citing_them(
 # -- seeds ---------------------------------------------------------------------------------
 
 
-async def plant(loom: Loom, signal_id: str, subject: str, based_on: list[str]) -> str:
+async def plant(
+    loom: Loom, signal_id: str, subject: str, based_on: list[str], at: datetime = FIRST_SEEN
+) -> str:
     await loom.emit(
         {
             "id": signal_id,
             "type": "memory.seed_planted",
             "source_id": "gardener",
-            "emitted_at": FIRST_SEEN.isoformat(),
+            "emitted_at": at.isoformat(),
             "payload": {
                 "subject": subject,
                 "proposed_change": f"Add: {subject}",
@@ -322,6 +325,22 @@ async def test_accepting_a_seed_sends_a_signal_and_shows_its_outcome(
         # Another seed's page does not claim that review as its own.
         other = await loom.page(f"/loom/seeds/{second}", signal=signal_id[1])
         assert "review-outcome" not in other and "user.drink" in other
+
+
+@pytest.mark.asyncio
+async def test_a_review_from_loom_keeps_the_apis_rules_and_stores_nothing_refused(
+    store: Store, tmp_path: Path
+) -> None:
+    async with open_loom(store, tmp_path) as loom:
+        withered = await plant(loom, "sig-plant-old", "user.food", [], at=NOW - timedelta(days=60))
+        token = await loom.csrf("/loom/seeds")
+        form = {"csrf": token, "decision": "accepted", "reviewer": "ada"}
+        refused = await loom.client.post(f"/loom/seeds/{withered}/review", data=form)
+        assert refused.status_code == 409 and "withered" in refused.text
+        missing = await loom.client.post("/loom/seeds/sd_nope/review", data=form)
+        assert missing.status_code == 404 and "no seed sd_nope" in missing.text
+        reviews = SignalFilter(signal_type="memory.seed_reviewed")
+        assert await LoomData(loom.store, "default").signals(reviews, 10) == []
 
 
 @pytest.mark.asyncio

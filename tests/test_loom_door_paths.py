@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon.api.server import bind_tcp, make_server
 from daemon.loom.proxy import COOKIE, LoomProxy, normalized_path
+from daemon.server import bind_tcp, make_server
 
 # Each tries to reach the JSON API (or anything outside /loom) through the door.
 TRAVERSALS = [

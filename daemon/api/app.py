@@ -1,7 +1,9 @@
-"""The HTTP API (FastAPI): one router per resource (signals, recall, context, seeds, health,
-and Loom's pages), and the error handlers that give every failure the right status and name
-the field: 422 bad input, 413 too large, 404 unknown, 409 conflict, 503 when the store
-cannot take a write (nothing was stored)."""
+"""The HTTP API (FastAPI): one router per resource (signals, recall, context, seeds,
+governance, health), and the error handlers that give every failure the right status and
+name the field: 422 bad input, 413 too large, 404 unknown, 409 conflict, 503 when the store
+cannot take a write (nothing was stored). The one place a domain refusal
+(:mod:`daemon.services.errors`) becomes an HTTP status. Loom's pages are mounted beside it
+by the composition (:mod:`daemon.composition`)."""
 
 from __future__ import annotations
 
@@ -16,14 +18,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
 from daemon.api import context, governance, health, recall, seeds, signals
-from daemon.api.deps import Problem, Services
+from daemon.api.deps import Problem
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import SignalRejected, SignalTooLarge
-from daemon.loom.routes import loom_router
+from daemon.services.errors import Conflict, Invalid, NotFound, Refused
+from daemon.services.running import Services
 from daemon.store import StoreLost, WriterClosed
 
 log = structlog.get_logger("cambium.api")
+
+REFUSAL_STATUS: dict[type[Refused], int] = {NotFound: 404, Conflict: 409, Invalid: 422}
 
 
 def create_app(services: Services) -> FastAPI:
@@ -39,7 +44,6 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     for module in (signals, recall, context, seeds, governance, health):
         app.include_router(module.router)
-    app.include_router(loom_router(services))
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
@@ -47,6 +51,11 @@ def create_app(services: Services) -> FastAPI:
         if exc.errors:
             body["errors"] = [e.model_dump() for e in exc.errors]
         return JSONResponse(body, status_code=exc.status)
+
+    @app.exception_handler(Refused)
+    async def _refused(request: Request, exc: Refused) -> JSONResponse:
+        status = next(s for kind, s in REFUSAL_STATUS.items() if isinstance(exc, kind))
+        return await _problem(request, Problem(status, str(exc)))
 
     @app.exception_handler(SignalRejected)
     async def _rejected(request: Request, exc: SignalRejected) -> JSONResponse:

@@ -1,21 +1,21 @@
 """``/v1/marks/{id}/correct``, ``/v1/marks/{id}/retract``, ``/v1/forget`` and
 ``/v1/tombstones``: a person governing their memory. Each change is a signal
 (``memory.mark_corrected``, ``memory.mark_retracted``, ``memory.forget``), so the log stays
-the audit trail; the rules are checked first so a refusal is answered at once (404/409)."""
+the audit trail. They run through the command path (:mod:`daemon.services.commands`): the
+rules are checked first so a refusal is answered at once (404/409/422)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field, model_validator
 
-from daemon.api.deps import Problem, Running, applied, apply_signal, sent_before
-from daemon.core import signal_types
+from daemon.api.deps import Running, not_applied
 from daemon.core.clock import iso
 from daemon.core.records import Mark, Tombstone
-from daemon.services.governance import ForgetTarget, GovernanceRefused, standing, to_forget
+from daemon.services.governance import ForgetTarget
 from daemon.store import Tx
 
 router = APIRouter(tags=["governance"])
@@ -56,44 +56,17 @@ def _json(record: Mark | Tombstone) -> dict[str, Any]:
     return {k: iso(v) if isinstance(v, datetime) else v for k, v in record.to_row().items()}
 
 
-async def _check(services: Running, rule: Any) -> Any:
-    try:
-        return await services.bus.store.read(rule)
-    except GovernanceRefused as exc:
-        raise Problem(exc.status, str(exc)) from None
-
-
-async def _apply(
-    services: Running,
-    signal_type: str,
-    payload: dict[str, Any],
-    body: Correction | Retraction | ForgetRequest,
-    rule: Any,
-) -> str:
-    """Check the rule, emit, wait for the governance receptor. A request repeated with the
-    same idempotency key gets the first one's outcome instead of a 409."""
-    earlier = await sent_before(services, signal_type, body.idempotency_key)
-    if earlier is not None:
-        return await applied(services, earlier, signal_type, "governance")
-    await _check(services, rule)
-    return await apply_signal(
-        services, signal_type, payload, body.by, "governance", body.idempotency_key
-    )
-
-
 @router.post("/v1/marks/{mark_id}/correct", summary="Supersede a mark with corrected text")
-async def correct_mark(mark_id: str, body: Correction, services: Running) -> dict[str, Any]:
-    workspace = services.layers.workspace
-    async with services.governing:
-        signal_id = await _apply(
-            services,
-            signal_types.MARK_CORRECTED,
-            {"mark_id": mark_id, "text": body.text, "reason": body.reason},
-            body,
-            lambda tx: standing(tx, workspace, mark_id),
-        )
+async def correct_mark(
+    mark_id: str, body: Correction, services: Running, response: Response
+) -> dict[str, Any]:
+    outcome = await services.commands.correct(
+        mark_id, body.text, body.reason, body.by, body.idempotency_key
+    )
+    if not outcome.applied:
+        return not_applied(outcome, response)
     old, new = await services.bus.store.read(lambda tx: _pair(tx, mark_id))
-    return {"signal_id": signal_id, "superseded": _json(old), "mark": _json(new)}
+    return {"signal_id": outcome.signal_id, "superseded": _json(old), "mark": _json(new)}
 
 
 def _pair(tx: Tx, mark_id: str) -> tuple[Mark, Mark]:
@@ -105,41 +78,29 @@ def _pair(tx: Tx, mark_id: str) -> tuple[Mark, Mark]:
 
 
 @router.post("/v1/marks/{mark_id}/retract", summary="End a mark, keeping its history")
-async def retract_mark(mark_id: str, body: Retraction, services: Running) -> dict[str, Any]:
-    workspace = services.layers.workspace
-    async with services.governing:
-        signal_id = await _apply(
-            services,
-            signal_types.MARK_RETRACTED,
-            {"mark_id": mark_id, "reason": body.reason},
-            body,
-            lambda tx: standing(tx, workspace, mark_id),
-        )
+async def retract_mark(
+    mark_id: str, body: Retraction, services: Running, response: Response
+) -> dict[str, Any]:
+    outcome = await services.commands.retract(mark_id, body.reason, body.by, body.idempotency_key)
+    if not outcome.applied:
+        return not_applied(outcome, response)
     mark = await services.bus.store.read(lambda tx: tx.marks.get(mark_id))
     assert mark is not None
-    return {"signal_id": signal_id, "mark": _json(mark)}
+    return {"signal_id": outcome.signal_id, "mark": _json(mark)}
 
 
 @router.post("/v1/forget", summary="Erase the text of a subject's marks, or of one mark")
-async def forget_route(body: ForgetRequest, services: Running) -> dict[str, Any]:
+async def forget_route(
+    body: ForgetRequest, services: Running, response: Response
+) -> dict[str, Any]:
     workspace = services.layers.workspace
     target = ForgetTarget(subject=body.subject, mark_id=body.mark_id)
-    async with services.governing:
-        payload = {
-            key: value
-            for key, value in {"subject": body.subject, "mark_id": body.mark_id}.items()
-            if value is not None
-        } | {"reason": body.reason}
-        signal_id = await _apply(
-            services,
-            signal_types.FORGET,
-            payload,
-            body,
-            lambda tx: to_forget(tx, workspace, target),
-        )
+    outcome = await services.commands.forget(target, body.reason, body.by, body.idempotency_key)
+    if not outcome.applied:
+        return not_applied(outcome, response)
     found = await services.bus.store.read(lambda tx: tx.tombstones.listing(workspace))
-    [tombstone] = [t for t in found if t.signal_id == signal_id]
-    return {"signal_id": signal_id, "tombstone": _json(tombstone)}
+    [tombstone] = [t for t in found if t.signal_id == outcome.signal_id]
+    return {"signal_id": outcome.signal_id, "tombstone": _json(tombstone)}
 
 
 @router.get("/v1/tombstones", summary="What was forgotten: who, when, why, how many")

@@ -8,10 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from daemon.api.deps import Problem, Running, Services, settle
+from daemon.api.deps import Problem, Running, settle
 from daemon.core.errors import FieldError
 from daemon.core.signal import Signal
 from daemon.schema.waits import MAX_WAIT_SECONDS
+from daemon.services.running import Services
 
 router = APIRouter(prefix="/v1/signals", tags=["signals"])
 

@@ -75,9 +75,9 @@ def run(config_path: Path | None) -> None:
     # structlog imports rich (a CLI dependency) whenever it is installed, only to pretty-print
     # tracebacks; the daemon never needs it, and it would cost the long-running process ~6 MB.
     sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
-    from daemon.api.server import IngressConfigError, IngressError
     from daemon.logs import configure_logging
     from daemon.process import run_daemon
+    from daemon.server import IngressConfigError, IngressError
     from daemon.store import StoreCorrupt, StoreInUse
     from daemon.store.migrate import MigrationFailed
 

@@ -1,4 +1,5 @@
-"""``cambium memory``: recall, mark, note, consolidate, seeds, substrate.
+"""``cambium memory``: recall, mark, note, consolidate, seeds, substrate (writing by hand in
+:mod:`daemon.cli.writing`, seeds in :mod:`daemon.cli.seeds`).
 
 Reading (recall, seeds, substrate) goes to the store and the files directly, so it works
 with the daemon stopped; everything that changes memory is a signal sent through the
@@ -7,38 +8,31 @@ daemon's ingress, so the signal log stays the audit trail of the memory.
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from daemon.cli.common import (
     BadInput,
-    Failure,
     Number,
     config_option,
-    day_option,
     files_only_store,
-    idempotency_option,
     json_option,
     load,
-    login_name,
     missing_database,
     print_json,
     reading_store,
-    remember_config,
     warnings_to_stderr,
 )
-from daemon.core import signal_types
+from daemon.cli.seeds import seeds
+from daemon.cli.writing import consolidate, mark, note
 
 if TYPE_CHECKING:
-    from daemon.client import Emitted
     from daemon.config import Config
-    from daemon.services.recall import Layers
+    from daemon.schema.recall import RecallQuery
+    from daemon.services.recall import Layers, RecallResult
     from daemon.store import Store
-
-HUMAN = "human"
 
 
 @click.group()
@@ -139,13 +133,6 @@ def recall(
       cambium memory recall user.food --provenance stated,observed
       cambium memory recall "Arnold" --summary
     """
-    import anyio
-    from pydantic import ValidationError
-
-    from daemon.core.clock import utcnow
-    from daemon.schema.recall import RecallQuery
-    from daemon.services.recall import recall as run_recall
-
     given = {
         "about": about,
         "layers": layers,
@@ -158,36 +145,53 @@ def recall(
         "provenance": provenance,
         "summary": summary,
     }
-    try:
-        query = RecallQuery.model_validate({k: v for k, v in given.items() if v is not None})
-    except ValidationError as exc:
-        raise BadInput("; ".join(_option_error(e) for e in exc.errors())) from None
+    query = _recall_query({k: v for k, v in given.items() if v is not None})
     config = load(config_path)
-    if missing_database(config) is None:
-        with reading_store(config) as store:
-            result = run_recall(query, open_memory(config, store), utcnow())
-    else:
-        # Before the first start there are no marks yet: the files answer on their own.
-        without_marks = tuple(layer for layer in query.layers if layer != "marks")
-        with files_only_store() as store:
-            memory = open_memory(config, store)
-            files = query.model_copy(update={"layers": without_marks})
-            result = run_recall(files, memory, utcnow())
-    if query.summary:
-        from daemon.services.summary import with_summary
-
-        result = anyio.run(with_summary, result, query.about, config.llm)
+    result = _recalled(config, query)
     if output == "context":
         from daemon.services.context import render
 
         click.echo(render(result.to_json(), query.about, max_chars).text)
-        return
-    if as_json or output == "json":
+    elif as_json or output == "json":
         print_json(result.to_json())
-        return
-    from daemon.cli.render import recall_view, show
+    else:
+        from daemon.cli.render import recall_view, show
 
-    show(recall_view(result, query.layers))
+        show(recall_view(result, query.layers))
+
+
+def _recall_query(given: dict[str, Any]) -> RecallQuery:
+    from pydantic import ValidationError
+
+    from daemon.schema.recall import RecallQuery
+
+    try:
+        return RecallQuery.model_validate(given)
+    except ValidationError as exc:
+        raise BadInput("; ".join(_option_error(e) for e in exc.errors())) from None
+
+
+def _recalled(config: Config, query: RecallQuery) -> RecallResult:
+    """The answer, from the store and the files; before the first start (no database yet,
+    so no marks) from the files on their own. With a summary, if asked for."""
+    import anyio
+
+    from daemon.core.clock import utcnow
+    from daemon.services.recall import recall
+
+    if missing_database(config) is None:
+        with reading_store(config) as store:
+            result = recall(query, open_memory(config, store), utcnow())
+    else:
+        without_marks = tuple(layer for layer in query.layers if layer != "marks")
+        with files_only_store() as store:
+            files = query.model_copy(update={"layers": without_marks})
+            result = recall(files, open_memory(config, store), utcnow())
+    if query.summary:
+        from daemon.services.summary import with_summary
+
+        result = anyio.run(with_summary, result, query.about, config.llm)
+    return result
 
 
 def _option_error(error: Any) -> str:
@@ -195,277 +199,6 @@ def _option_error(error: Any) -> str:
     option = "ABOUT" if name == "about" else "--" + name.replace("_", "-")
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"bad {option} {error['input']!r}: {message}"
-
-
-# -- writing: mark, note, consolidate ----------------------------------------------------
-
-
-@memory.command()
-@click.argument("subject")
-@click.argument("observation")
-@click.option("--by", "observer", help="Who states it (default: your login name).")
-@click.option("--intensity", type=Number(0, 1), help="Initial strength, 0..1 (default 0.7).")
-@click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
-@idempotency_option
-@config_option
-def mark(
-    subject: str,
-    observation: str,
-    observer: str | None,
-    intensity: float | None,
-    decay_days: float | None,
-    idempotency_key: str | None,
-    config_path: Path | None,
-) -> None:
-    """State an observation yourself.
-
-    OBSERVATION about SUBJECT becomes a mark (or reinforces the same one), with evidence
-    naming you; the mark is printed once delivered.
-
-    \b
-    Examples:
-      cambium memory mark user.coffee "takes coffee black"
-      cambium memory mark user.sleep.bedtime "in bed by 23:00" --decay-days 30
-    """
-    from daemon.core.clock import utcnow
-    from daemon.core.subjects import normalize_subject
-    from daemon.services.recall import mark_made_by
-
-    subject = normalize_subject(subject)
-    observation = observation.strip()
-    if not subject:
-        raise BadInput("bad SUBJECT: it must be a non-empty dot path, like user.coffee")
-    if not observation:
-        raise BadInput("bad OBSERVATION: it must not be empty")
-    observer = observer or login_name()
-    payload = {
-        "subject": subject,
-        "observation": observation,
-        "evidence": {"note": f"stated by {observer} via cambium memory mark"},
-        "provenance": "stated",
-    }
-    config = load(config_path)
-    answer = _send(
-        config,
-        signal_types.OBSERVATION,
-        observer,
-        payload,
-        idempotency_key,
-        intensity=intensity,
-        decay_days=decay_days,
-    )
-    if (answer.deliveries or {}).get("observation") != "delivered":
-        return  # still pending: _send said so
-    with reading_store(config) as store:
-        hit = store.read_sync(lambda tx: mark_made_by(tx, answer.id, utcnow()))
-    if hit is None:  # cannot happen once delivered, but never print someone else's mark
-        raise Failure(f"signal {answer.id} was delivered but made no mark")
-    from daemon.cli.render import mark_view, show
-
-    show(mark_view(hit))
-
-
-@memory.command()
-@click.argument("text")
-@day_option("The day's file to append to (default: today in the configured time zone).")
-@idempotency_option
-@config_option
-def note(
-    text: str, day: date | None, idempotency_key: str | None, config_path: Path | None
-) -> None:
-    """Append a line to a day's log.
-
-    TEXT (one line) goes to the day's daily file, which is consolidated into marks the
-    night after.
-
-    \b
-    Examples:
-      cambium memory note "slept badly; too much coffee after 16:00"
-      cambium memory note "OBS subject=user.food.breakfast porridge" --date 2026-01-15
-    """
-    if not text.strip() or "\n" in text or "\r" in text:
-        raise BadInput("bad TEXT: a daily note is one non-empty line")
-    config = load(config_path)
-    day = day or _today(config)
-    payload = {"text": text, "date": day.isoformat()}
-    answer = _send(config, signal_types.DAILY_NOTE, login_name(), payload, idempotency_key)
-    if (answer.deliveries or {}).get("daily") == "delivered":
-        from daemon.files.daily import DailyLog
-
-        click.echo(f"noted in {DailyLog(config.paths.daily).path(day)}")
-
-
-@memory.command()
-@day_option("The day to consolidate (default: yesterday in the configured time zone).")
-@idempotency_option
-@config_option
-def consolidate(day: date | None, idempotency_key: str | None, config_path: Path | None) -> None:
-    """Consolidate a day's log now, as the nightly rhythm does.
-
-    The day's observations become marks, its file moves to the archive, and faded marks
-    wither.
-
-    \b
-    Examples:
-      cambium memory consolidate
-      cambium memory consolidate --date 2026-01-15
-    """
-    config = load(config_path)
-    day = day or _today(config) - timedelta(days=1)
-    from daemon.files.daily import DailyLog
-
-    daily = DailyLog(config.paths.daily)
-    live, archived = daily.path(day), daily.path(day, archived=True)
-    was_live = live.exists()
-    payload = {"date": day.isoformat()}
-    answer = _send(config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key)
-    if (answer.deliveries or {}).get("consolidation") != "delivered":
-        return
-    if was_live:
-        click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
-    elif archived.exists():
-        click.echo(f"{day.isoformat()} was already consolidated: {archived}")
-    else:
-        click.echo(f"nothing to consolidate: no daily file for {day.isoformat()}")
-
-
-def _today(config: Config) -> date:
-    from daemon.core.clock import utcnow
-
-    return utcnow().astimezone(config.zone).date()
-
-
-def _send(
-    config: Config,
-    signal_type: str,
-    source_id: str,
-    payload: dict[str, Any],
-    idempotency_key: str | None,
-    **fields: Any,
-) -> Emitted:
-    """Emit a signal stated by the person at the terminal and wait for its deliveries: a
-    dead one fails, one still pending is reported."""
-    from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
-
-    with daemon(config, source_id) as client:
-        answer = client.emit(
-            signal_type,
-            payload,
-            source_layer=HUMAN,
-            idempotency_key=idempotency_key,
-            wait=MAX_WAIT_SECONDS,
-            **fields,
-        )
-        check_deliveries(client, answer.id, answer.deliveries)
-    if answer.pending:
-        click.echo(
-            f"stored signal {answer.id}; not delivered yet — see `cambium signals show {answer.id}`"
-        )
-    return answer
-
-
-# -- seeds -------------------------------------------------------------------------------
-
-
-@memory.group(invoke_without_command=True)
-@click.option(
-    "--state",
-    type=click.Choice(["pending", "accepted", "rejected", "withered"]),
-    help="Only seeds in this state.",
-)
-@json_option
-@config_option
-@click.pass_context
-def seeds(ctx: click.Context, state: str | None, as_json: bool, config_path: Path | None) -> None:
-    """List, accept and reject seeds.
-
-    Seeds are proposed additions to your files, listed newest first. Accepting one
-    promotes the marks it is based on; the file itself is yours to edit: the daemon never
-    writes it.
-
-    \b
-    Examples:
-      cambium memory seeds --state pending
-      cambium memory seeds --json
-      cambium memory seeds accept sd_0123456789abcdef01234567
-      cambium memory seeds reject sd_0123456789abcdef01234567 --reviewer ada
-    """
-    remember_config(ctx, config_path)
-    if ctx.invoked_subcommand is not None:
-        return
-    config = load(config_path)
-    with reading_store(config) as store:
-        found = store.read_sync(lambda tx: tx.seeds.listing(config.workspace, state))
-    if as_json:
-        print_json([seed.to_row() for seed in found])
-        return
-    from daemon.cli.render import seeds_view, show
-
-    show(seeds_view(found))
-
-
-def _review(decision: Literal["accepted", "rejected"]) -> click.Command:
-    verb = decision.removesuffix("ed")
-
-    @click.argument("seed_id", metavar="ID")
-    @click.option("--reviewer", help="Who decides (default: your login name).")
-    @idempotency_option
-    @config_option
-    def review(
-        seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
-    ) -> None:
-        from daemon.cli.client import daemon
-
-        reviewer = reviewer or login_name()
-        with daemon(load(config_path), reviewer) as client:
-            seed = client.review_seed(seed_id, decision, reviewer, idempotency_key=idempotency_key)
-        if seed.state == "pending":
-            click.echo(
-                f"review of seed {seed_id} stored as signal {seed.signal_id}; not applied yet"
-            )
-            return
-        click.echo(f"seed {seed_id} {seed.state} by {seed.reviewed_by}")
-        if seed.state == "accepted":
-            if seed.based_on_marks:
-                click.echo(f"promoted {', '.join(seed.based_on_marks)}")
-            click.echo(f"the daemon never edits {seed.target_file}: make the change yourself")
-
-    review.__doc__ = f"""{verb.capitalize()} the pending seed ID.
-
-    \b
-    Example:
-      cambium memory seeds {verb} sd_0123456789abcdef01234567 --reviewer ada
-    """
-    return click.command(verb)(review)
-
-
-seeds.add_command(_review("accepted"))
-seeds.add_command(_review("rejected"))
-
-
-@seeds.command()
-@click.argument("seed_id", metavar="ID")
-@click.option("--reviewer", help="Who undoes it (default: your login name).")
-@idempotency_option
-@config_option
-def undo(
-    seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
-) -> None:
-    """Undo the review of seed ID: it is pending again (within seeds.undo_hours).
-
-    \b
-    Example:
-      cambium memory seeds undo sd_0123456789abcdef01234567
-    """
-    from daemon.cli.client import daemon
-
-    reviewer = reviewer or login_name()
-    with daemon(load(config_path), reviewer) as client:
-        seed = client.undo_review(seed_id, reviewer, idempotency_key=idempotency_key)
-    if "signal_id" not in seed:
-        click.echo(seed.get("detail", "stored; not applied yet"))
-        return
-    click.echo(f"seed {seed_id} is {seed['state']} again")
 
 
 # -- substrate ---------------------------------------------------------------------------
@@ -505,3 +238,8 @@ def substrate(as_json: bool, config_path: Path | None) -> None:
     from daemon.cli.render import show, substrate_view
 
     show(substrate_view(entries, contents))
+
+
+memory.add_command(seeds)
+for command in (mark, note, consolidate):
+    memory.add_command(command)

@@ -12,8 +12,8 @@ import anyio
 import click
 import uvicorn
 
-from daemon.api.server import bind_tcp, make_server
 from daemon.loom.proxy import LoomProxy
+from daemon.server import bind_tcp, make_server
 
 
 async def serve_door(socket_path: Path, port: int, idle_seconds: float, open_browser: bool) -> None:

@@ -1,8 +1,10 @@
 """Loom's pages: server-rendered HTML under ``/loom``, readable without JavaScript.
 
 Reads go through :mod:`daemon.loom.data` and the file layers; the two things a page can
-change (a seed's review, a dead signal's retry) go through the bus as signals or retries,
-exactly as the JSON API does them.
+change go as the JSON API does them: a seed's review through the command path
+(:mod:`daemon.services.commands`), a dead signal's retry through the bus. The routes are
+the module's; what they share (the read model, the form guard, the templates) is made once
+per app by :func:`mount_loom` and handed to them as a dependency.
 """
 
 from __future__ import annotations
@@ -12,31 +14,28 @@ import time
 from dataclasses import dataclass
 from datetime import date, datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote, urlencode
 from zoneinfo import ZoneInfo
 
 import anyio
 import anyio.to_thread
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from daemon import __version__
-from daemon.bus import SignalBus
-from daemon.core import signal_types
 from daemon.core.clock import iso
 from daemon.core.days import InvalidDay, parse_day
-from daemon.core.records import Seed
 from daemon.core.strength import WITHER_THRESHOLD
 from daemon.files.daily import SUFFIX, DailyLog
 from daemon.loom.data import Citation, LoomData, MarkFilter, SignalFilter
 from daemon.loom.guard import FIELD, FormGuard
 from daemon.loom.plot import strength_plot
 from daemon.schema.waits import DELIVERY_WAIT_SECONDS
-
-if TYPE_CHECKING:
-    from daemon.api.deps import Services
+from daemon.services.commands import Decision, delivery_status
+from daemon.services.errors import Conflict, NotFound
+from daemon.services.running import Services
 
 PREFIX = "/loom"
 MARK_STATES = ("active", "withered", "promoted")
@@ -92,216 +91,260 @@ def _environment(zone: ZoneInfo) -> Environment:
     return env
 
 
-def loom_router(services: Services) -> APIRouter:
-    """The Loom pages, to be included in the daemon's app."""
-    router = APIRouter(prefix=PREFIX, include_in_schema=False)
-    bus, memory, clock = services.bus, services.layers, services.clock
-    data = LoomData(memory.store, memory.workspace)
-    guard = FormGuard()
-    env = _environment(memory.zone)
-    css = resources.files("daemon.loom").joinpath("static/loom.css").read_text("utf-8")
-    reviewer = getpass.getuser()
+@dataclass
+class LoomPages:
+    """What every page needs, made once for the app: the running daemon, Loom's read model,
+    the form guard (its token is the app's), the templates and the stylesheet."""
 
-    def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = env.get_template(name).render(csrf=guard.token, **context)
+    services: Services
+    data: LoomData
+    guard: FormGuard
+    env: Environment
+    css: str
+    reviewer: str  # the name the review forms offer: the person running the daemon
+
+    @classmethod
+    def of(cls, services: Services) -> LoomPages:
+        memory = services.layers
+        css = resources.files("daemon.loom").joinpath("static/loom.css").read_text("utf-8")
+        return cls(
+            services=services,
+            data=LoomData(memory.store, memory.workspace),
+            guard=FormGuard(),
+            env=_environment(memory.zone),
+            css=css,
+            reviewer=getpass.getuser(),
+        )
+
+    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(csrf=self.guard.token, **context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
-    def error(status: int, title: str, detail: str) -> HTMLResponse:
-        return page("error.html", status, title=title, detail=detail)
+    def error(self, status: int, title: str, detail: str) -> HTMLResponse:
+        return self.page("error.html", status, title=title, detail=detail)
 
-    async def form_of(request: Request) -> dict[str, str] | HTMLResponse:
+    async def form_of(self, request: Request) -> dict[str, str] | HTMLResponse:
         """The POSTed form, or the page refusing it."""
         body = (await request.body()).decode("utf-8", errors="replace")
         form = dict(parse_qsl(body, keep_blank_values=True))
-        refusal = guard.refusal(request, form)
+        refusal = self.guard.refusal(request, form)
         if refusal is not None:
-            return error(403, "Refused", refusal)
+            return self.error(403, "Refused", refusal)
         return form
 
-    @router.get("", include_in_schema=False)
-    async def root() -> Response:
-        return RedirectResponse(f"{PREFIX}/", status_code=307)
 
-    @router.get("/static/loom.css")
-    async def stylesheet() -> Response:
-        return Response(css, media_type="text/css", headers={"cache-control": "max-age=3600"})
+def mount_loom(app: FastAPI, services: Services) -> None:
+    """Serve the Loom pages from ``app``, reading and commanding through ``services``."""
+    app.state.loom = LoomPages.of(services)
+    app.include_router(router)
 
-    @router.get("/")
-    @router.get("/marks")
-    async def marks_page(request: Request) -> HTMLResponse:
-        query = request.query_params
-        try:
-            wanted = MarkFilter(
-                text=_text(query.get("q", ""), "q"),
-                prefix=_text(query.get("subject", ""), "subject"),
-                states=_choices(query.getlist("state"), MARK_STATES, "state"),
-                observed_by=_text(query.get("observed_by", ""), "observed_by"),
-            )
-        except BadField as exc:
-            return error(422, "Bad search", str(exc))
-        found, total = await data.search_marks(wanted, clock(), SEARCH_LIMIT)
-        return page(
-            "marks.html",
-            wanted=wanted,
-            found=found,
-            total=total,
-            limit=SEARCH_LIMIT,
-            states=MARK_STATES,
-            observers=await data.observers(),
+
+def _pages(request: Request) -> LoomPages:
+    pages: LoomPages = request.app.state.loom
+    return pages
+
+
+Pages = Annotated[LoomPages, Depends(_pages)]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+@router.get("", include_in_schema=False)
+async def root() -> Response:
+    return RedirectResponse(f"{PREFIX}/", status_code=307)
+
+
+@router.get("/static/loom.css")
+async def stylesheet(loom: Pages) -> Response:
+    return Response(loom.css, media_type="text/css", headers={"cache-control": "max-age=3600"})
+
+
+@router.get("/")
+@router.get("/marks")
+async def marks_page(request: Request, loom: Pages) -> HTMLResponse:
+    query = request.query_params
+    try:
+        wanted = MarkFilter(
+            text=_text(query.get("q", ""), "q"),
+            prefix=_text(query.get("subject", ""), "subject"),
+            states=_choices(query.getlist("state"), MARK_STATES, "state"),
+            observed_by=_text(query.get("observed_by", ""), "observed_by"),
         )
+    except BadField as exc:
+        return loom.error(422, "Bad search", str(exc))
+    found, total = await loom.data.search_marks(wanted, loom.services.clock(), SEARCH_LIMIT)
+    return loom.page(
+        "marks.html",
+        wanted=wanted,
+        found=found,
+        total=total,
+        limit=SEARCH_LIMIT,
+        states=MARK_STATES,
+        observers=await loom.data.observers(),
+    )
 
-    @router.get("/marks/{mark_id}")
-    async def mark_page(mark_id: str) -> HTMLResponse:
-        found = await data.mark(mark_id)
-        if found is None:
-            return error(404, "No such mark", f"there is no mark {mark_id}")
-        evidence = await anyio.to_thread.run_sync(
-            _evidence_lines, memory.daily, found.mark.evidence
+
+@router.get("/marks/{mark_id}")
+async def mark_page(mark_id: str, loom: Pages) -> HTMLResponse:
+    found = await loom.data.mark(mark_id)
+    if found is None:
+        return loom.error(404, "No such mark", f"there is no mark {mark_id}")
+    daily = loom.services.layers.daily
+    evidence = await anyio.to_thread.run_sync(_evidence_lines, daily, found.mark.evidence)
+    boosts = []
+    for boost in found.reinforcements:
+        lines = await anyio.to_thread.run_sync(_evidence_lines, daily, boost.evidence)
+        boosts.append((boost, lines))
+    return loom.page(
+        "mark.html",
+        found=found,
+        mark=found.mark,
+        plot=strength_plot(found.mark, found.reinforcements, loom.services.clock()),
+        evidence=evidence,
+        boosts=boosts,
+        threshold=WITHER_THRESHOLD,
+    )
+
+
+@router.get("/days")
+async def days_page(loom: Pages) -> HTMLResponse:
+    live, archived = await anyio.to_thread.run_sync(_days, loom.services.layers.daily)
+    every = sorted(set(live) | set(archived), reverse=True)
+    return loom.page("days.html", days=every, live=set(live), archived=set(archived))
+
+
+@router.get("/days/{day}")
+async def day_page(day: str, loom: Pages) -> HTMLResponse:
+    try:
+        parsed = parse_day(day)
+    except InvalidDay as exc:
+        return loom.error(422, "Bad day", f"day: {exc}")
+    files = await anyio.to_thread.run_sync(_day_files, loom.services.layers.daily, parsed)
+    if not files:
+        return loom.error(404, "No such day", f"there is no daily file for {parsed.isoformat()}")
+    citations = await loom.data.citations_of_day(f"{parsed.isoformat()}{SUFFIX}")
+    by_line: dict[tuple[str, int], list[Citation]] = {}
+    for citation in citations:
+        located = _locate(files, citation.line_range)
+        if located is None:
+            continue
+        start, end = citation.line_range
+        for number in range(start, end + 1):
+            by_line.setdefault((located.anchor, number), []).append(citation)
+    return loom.page("day.html", day=parsed, files=files, by_line=by_line)
+
+
+@router.get("/seeds")
+async def seeds_page(loom: Pages) -> HTMLResponse:
+    found = await loom.data.seeds()
+    based = await loom.data.marks(sorted({m for s in found for m in s.based_on_marks}))
+    return loom.page(
+        "seeds.html", seeds=found, marks={m.id: m for m in based}, reviewer=loom.reviewer
+    )
+
+
+@router.get("/seeds/{seed_id}")
+async def seed_page(seed_id: str, request: Request, loom: Pages) -> HTMLResponse:
+    seed = await loom.data.seed(seed_id)
+    if seed is None:
+        return loom.error(404, "No such seed", f"there is no seed {seed_id}")
+    review_id = request.query_params.get("signal")
+    review = await loom.data.signal(review_id) if review_id else None
+    if review is not None and review["payload"].get("seed_id") != seed.id:
+        review = None  # only this seed's own review is reported on its page
+    based = await loom.data.marks(seed.based_on_marks)
+    return loom.page(
+        "seed.html",
+        seed=seed,
+        marks={m.id: m for m in based},
+        review=review,
+        reviewer=loom.reviewer,
+    )
+
+
+@router.post("/seeds/{seed_id}/review")
+async def review_seed(seed_id: str, request: Request, loom: Pages) -> Response:
+    """Through the command path, as the API reviews (one review at a time, the same rules)."""
+    form = await loom.form_of(request)
+    if isinstance(form, HTMLResponse):
+        return form
+    try:
+        decision = _decision(form.get("decision", ""))
+        who = _text(form.get("reviewer", ""), "reviewer", required=True, longest=128)
+    except BadField as exc:
+        return loom.error(422, "Bad review", str(exc))
+    try:
+        outcome = await loom.services.commands.review(seed_id, decision, who, source="loom")
+    except NotFound as exc:
+        return loom.error(404, "No such seed", str(exc))
+    except Conflict as exc:
+        return loom.error(409, "Not reviewed", str(exc))
+    query = urlencode({"signal": outcome.signal_id})
+    return RedirectResponse(f"{PREFIX}/seeds/{quote(seed_id, safe='')}?{query}", status_code=303)
+
+
+@router.get("/signals")
+async def signals_page(request: Request, loom: Pages) -> HTMLResponse:
+    query = request.query_params
+    try:
+        status = query.get("status", "")
+        if status:
+            _choices([status], DELIVERY_STATUSES, "status")
+        wanted = SignalFilter(
+            signal_type=_text(query.get("type", ""), "type"),
+            status=status,
+            source=_text(query.get("source", ""), "source"),
         )
-        boosts = []
-        for boost in found.reinforcements:
-            lines = await anyio.to_thread.run_sync(_evidence_lines, memory.daily, boost.evidence)
-            boosts.append((boost, lines))
-        return page(
-            "mark.html",
-            found=found,
-            mark=found.mark,
-            plot=strength_plot(found.mark, found.reinforcements, clock()),
-            evidence=evidence,
-            boosts=boosts,
-            threshold=WITHER_THRESHOLD,
-        )
+    except BadField as exc:
+        return loom.error(422, "Bad filter", str(exc))
+    return loom.page(
+        "signals.html",
+        wanted=wanted,
+        found=await loom.data.signals(wanted, SIGNAL_LIMIT),
+        facets=await loom.data.signal_facets(),
+        statuses=DELIVERY_STATUSES,
+        limit=SIGNAL_LIMIT,
+    )
 
-    @router.get("/days")
-    async def days_page() -> HTMLResponse:
-        live, archived = await anyio.to_thread.run_sync(_days, memory.daily)
-        every = sorted(set(live) | set(archived), reverse=True)
-        return page("days.html", days=every, live=set(live), archived=set(archived))
 
-    @router.get("/days/{day}")
-    async def day_page(day: str) -> HTMLResponse:
-        try:
-            parsed = parse_day(day)
-        except InvalidDay as exc:
-            return error(422, "Bad day", f"day: {exc}")
-        files = await anyio.to_thread.run_sync(_day_files, memory.daily, parsed)
-        if not files:
-            return error(404, "No such day", f"there is no daily file for {parsed.isoformat()}")
-        citations = await data.citations_of_day(f"{parsed.isoformat()}{SUFFIX}")
-        by_line: dict[tuple[str, int], list[Citation]] = {}
-        for citation in citations:
-            located = _locate(files, citation.line_range)
-            if located is None:
-                continue
-            start, end = citation.line_range
-            for number in range(start, end + 1):
-                by_line.setdefault((located.anchor, number), []).append(citation)
-        return page("day.html", day=parsed, files=files, by_line=by_line)
+@router.get("/signals/{signal_id}")
+async def signal_page(signal_id: str, request: Request, loom: Pages) -> HTMLResponse:
+    found = await loom.data.signal(signal_id)
+    if found is None:
+        return loom.error(404, "No such signal", f"there is no signal {signal_id}")
+    return loom.page("signal.html", signal=found, retried=request.query_params.get("retried"))
 
-    @router.get("/seeds")
-    async def seeds_page() -> HTMLResponse:
-        found = await data.seeds()
-        based = await data.marks(sorted({m for s in found for m in s.based_on_marks}))
-        return page(
-            "seeds.html",
-            seeds=found,
-            marks={m.id: m for m in based},
-            reviewer=reviewer,
-        )
 
-    @router.get("/seeds/{seed_id}")
-    async def seed_page(seed_id: str, request: Request) -> HTMLResponse:
-        seed = await data.seed(seed_id)
-        if seed is None:
-            return error(404, "No such seed", f"there is no seed {seed_id}")
-        review_id = request.query_params.get("signal")
-        review = await data.signal(review_id) if review_id else None
-        if review is not None and review["payload"].get("seed_id") != seed.id:
-            review = None  # only this seed's own review is reported on its page
-        based = await data.marks(seed.based_on_marks)
-        return page(
-            "seed.html", seed=seed, marks={m.id: m for m in based}, review=review, reviewer=reviewer
-        )
+@router.post("/signals/{signal_id}/retry")
+async def retry_signal(signal_id: str, request: Request, loom: Pages) -> Response:
+    form = await loom.form_of(request)
+    if isinstance(form, HTMLResponse):
+        return form
+    if await loom.data.signal(signal_id) is None:
+        return loom.error(404, "No such signal", f"there is no signal {signal_id}")
+    bus = loom.services.bus
+    revived = await bus.retry(signal_id)
+    if not revived:
+        return loom.error(409, "Nothing to retry", f"signal {signal_id} has no dead delivery")
+    await delivery_status(bus, signal_id, DELIVERY_WAIT_SECONDS)  # the page shows what it is
+    target = f"{PREFIX}/signals/{quote(signal_id, safe='')}?retried={','.join(revived)}"
+    return RedirectResponse(target, status_code=303)
 
-    @router.post("/seeds/{seed_id}/review")
-    async def review_seed(seed_id: str, request: Request) -> Response:
-        form = await form_of(request)
-        if isinstance(form, HTMLResponse):
-            return form
-        seed = await data.seed(seed_id)
-        if seed is None:
-            return error(404, "No such seed", f"there is no seed {seed_id}")
-        try:
-            decision = _choices([form.get("decision", "")], ("accepted", "rejected"), "decision")
-            who = _text(form.get("reviewer", ""), "reviewer", required=True, longest=128)
-        except BadField as exc:
-            return error(422, "Bad review", str(exc))
-        if seed.state != "pending":
-            return error(409, "Already reviewed", f"seed {seed.id} is already {seed.state}")
-        stored = await bus.emit_raw(_review_signal(seed, decision[0], who))
-        await _settle(bus, stored.id)
-        target = f"{PREFIX}/seeds/{quote(seed.id, safe='')}?{urlencode({'signal': stored.id})}"
-        return RedirectResponse(target, status_code=303)
 
-    @router.get("/signals")
-    async def signals_page(request: Request) -> HTMLResponse:
-        query = request.query_params
-        try:
-            status = query.get("status", "")
-            if status:
-                _choices([status], DELIVERY_STATUSES, "status")
-            wanted = SignalFilter(
-                signal_type=_text(query.get("type", ""), "type"),
-                status=status,
-                source=_text(query.get("source", ""), "source"),
-            )
-        except BadField as exc:
-            return error(422, "Bad filter", str(exc))
-        return page(
-            "signals.html",
-            wanted=wanted,
-            found=await data.signals(wanted, SIGNAL_LIMIT),
-            facets=await data.signal_facets(),
-            statuses=DELIVERY_STATUSES,
-            limit=SIGNAL_LIMIT,
-        )
-
-    @router.get("/signals/{signal_id}")
-    async def signal_page(signal_id: str, request: Request) -> HTMLResponse:
-        found = await data.signal(signal_id)
-        if found is None:
-            return error(404, "No such signal", f"there is no signal {signal_id}")
-        return page("signal.html", signal=found, retried=request.query_params.get("retried"))
-
-    @router.post("/signals/{signal_id}/retry")
-    async def retry_signal(signal_id: str, request: Request) -> Response:
-        form = await form_of(request)
-        if isinstance(form, HTMLResponse):
-            return form
-        if await data.signal(signal_id) is None:
-            return error(404, "No such signal", f"there is no signal {signal_id}")
-        revived = await bus.retry(signal_id)
-        if not revived:
-            return error(409, "Nothing to retry", f"signal {signal_id} has no dead delivery")
-        await _settle(bus, signal_id)
-        target = f"{PREFIX}/signals/{quote(signal_id, safe='')}?retried={','.join(revived)}"
-        return RedirectResponse(target, status_code=303)
-
-    @router.get("/health")
-    async def health_page() -> HTMLResponse:
-        files = await anyio.to_thread.run_sync(memory.substrate.files)
-        return page(
-            "health.html",
-            accepting=bus.accepting,
-            uptime=time.monotonic() - services.started,
-            workspace=memory.workspace,
-            receptors=bus.receptors,
-            counts=await data.open_delivery_counts(),
-            rhythms=sorted(services.next_fires().items()),
-            files=files,
-        )
-
-    return router
+@router.get("/health")
+async def health_page(loom: Pages) -> HTMLResponse:
+    services = loom.services
+    files = await anyio.to_thread.run_sync(services.layers.substrate.files)
+    return loom.page(
+        "health.html",
+        accepting=services.bus.accepting,
+        uptime=time.monotonic() - services.started,
+        workspace=services.layers.workspace,
+        receptors=services.bus.receptors,
+        counts=await loom.data.open_delivery_counts(),
+        rhythms=sorted(services.next_fires().items()),
+        files=files,
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -312,22 +355,6 @@ def _duration(seconds: float) -> str:
     if hours:
         return f"{hours} h {minutes % 60} min"
     return f"{minutes} min" if minutes else f"{int(seconds)} s"
-
-
-def _review_signal(seed: Seed, decision: str, reviewer: str) -> dict[str, Any]:
-    return {
-        "type": signal_types.SEED_REVIEWED,
-        "source_id": "loom",
-        "source_layer": "human",
-        "workspace_id": seed.workspace_id,
-        "payload": {"seed_id": seed.id, "decision": decision, "reviewer": reviewer},
-    }
-
-
-async def _settle(bus: SignalBus, signal_id: str) -> None:
-    """Wait (bounded) for the signal's deliveries; the page then shows whatever they are."""
-    with anyio.move_on_after(DELIVERY_WAIT_SECONDS):
-        await bus.settled(signal_id)
 
 
 def _text(value: str, field: str, *, required: bool = False, longest: int = MAX_FIELD) -> str:
@@ -344,6 +371,14 @@ def _choices(values: list[str], allowed: tuple[str, ...], field: str) -> tuple[s
         if value not in allowed:
             raise BadField(f"{field}: must be one of {', '.join(allowed)} (got {value[:40]!r})")
     return tuple(values)
+
+
+def _decision(value: str) -> Decision:
+    decisions: tuple[Decision, ...] = ("accepted", "rejected")
+    for decision in decisions:
+        if value == decision:
+            return decision
+    raise BadField(f"decision: must be one of {', '.join(decisions)} (got {value[:40]!r})")
 
 
 def _days(daily: DailyLog) -> tuple[list[date], list[date]]:

@@ -1,8 +1,9 @@
 """Correct, retract, forget: the rules for a person governing their memory, in one place.
 
-The API checks them before emitting a signal (to answer 404/409 at once); the governance
-receptor applies them when the signal is delivered, inside the bus's transaction, so each
-change is one atomic step recorded in the signal log.
+The command path (:mod:`daemon.services.commands`) checks them before emitting a signal (to
+refuse at once); the governance receptor applies them when the signal is delivered, inside
+the bus's transaction, so each change is one atomic step recorded in the signal log.
+Refusals are the domain's (:mod:`daemon.services.errors`), naming the field at fault.
 
 - A correction supersedes a standing mark with a new one (same subject) linked both ways.
 - A retraction ends a standing mark; its text stays, for the history.
@@ -20,29 +21,18 @@ from daemon.core.forgetting import TEXT_CARRYING_TYPES, about, carries, erased_p
 from daemon.core.records import MARK_STATES, Mark, Tombstone, derived_id
 from daemon.core.signal import Signal
 from daemon.core.subjects import normalize_subject
+from daemon.services.errors import Conflict, Invalid, NotFound
 from daemon.store import Tx
 
 
-class GovernanceRefused(ValueError):
-    """The change cannot be applied; ``status`` is the HTTP status that says why and
-    ``field`` the payload field at fault."""
-
-    def __init__(self, status: int, field: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
-
-
 def standing(tx: Tx, workspace: str, mark_id: str) -> Mark:
-    """The mark, if it can be corrected or retracted now; otherwise :class:`GovernanceRefused`."""
+    """The mark, if it can be corrected or retracted now; else NotFound or Conflict."""
     mark = tx.marks.get(mark_id)
     if mark is None or mark.workspace_id != workspace:
-        raise GovernanceRefused(404, "mark_id", f"no mark {mark_id}")
+        raise NotFound(f"no mark {mark_id}", field="mark_id")
     if not mark.current:
         successor = f" by {mark.superseded_by}" if mark.superseded_by else ""
-        raise GovernanceRefused(
-            409, "mark_id", f"mark {mark_id} is already {mark.state}{successor}"
-        )
+        raise Conflict(f"mark {mark_id} is already {mark.state}{successor}", field="mark_id")
     return mark
 
 
@@ -50,11 +40,11 @@ def correct(tx: Tx, signal: Signal, mark_id: str, text: str, reason: str) -> Mar
     """Supersede the mark with one saying ``text``; the new mark."""
     old = standing(tx, signal.workspace_id, mark_id)
     if text == old.observation:
-        raise GovernanceRefused(422, "text", "is what the mark already says")
+        raise Invalid("is what the mark already says", field="text")
     new = old.corrected(signal, text=text, reason=reason)
     tx.marks.insert([new])
     if not tx.marks.end(old.id, "superseded", reason, signal.emitted_at, superseded_by=new.id):
-        raise GovernanceRefused(409, "mark_id", f"mark {mark_id} was changed meanwhile")
+        raise Conflict(f"mark {mark_id} was changed meanwhile", field="mark_id")
     return new
 
 
@@ -62,7 +52,7 @@ def retract(tx: Tx, signal: Signal, mark_id: str, reason: str) -> Mark:
     """End the mark; the mark as it was."""
     mark = standing(tx, signal.workspace_id, mark_id)
     if not tx.marks.end(mark.id, "retracted", reason, signal.emitted_at):
-        raise GovernanceRefused(409, "mark_id", f"mark {mark_id} was changed meanwhile")
+        raise Conflict(f"mark {mark_id} was changed meanwhile", field="mark_id")
     return mark
 
 
@@ -87,12 +77,12 @@ def to_forget(tx: Tx, workspace: str, target: ForgetTarget) -> list[Mark]:
     if target.mark_id is not None:
         mark = tx.marks.get(target.mark_id)
         if mark is None or mark.workspace_id != workspace:
-            raise GovernanceRefused(404, "mark_id", f"no mark {target.mark_id}")
+            raise NotFound(f"no mark {target.mark_id}", field="mark_id")
         found = tx.marks.chain(mark.id)
     else:
         subject = normalize_subject(target.subject or "")
         if not subject:
-            raise GovernanceRefused(422, "subject", "must be a non-empty dot path")
+            raise Invalid("must be a non-empty dot path", field="subject")
         found = tx.marks.find(workspace, subject, MARK_STATES)
     return [m for m in found if m.state != "forgotten"]
 

@@ -8,8 +8,9 @@
   (an accepted one's marks are no longer promoted).
 - Withering: a pending seed not reviewed within ``wither_days`` withers.
 
-The API checks these before emitting a signal (to answer 404/409 at once); the seeds
-receptor applies them when the signal is delivered."""
+The command path (:mod:`daemon.services.commands`) checks these before emitting a signal (to
+refuse at once); the seeds receptor applies them when the signal is delivered. Refusals are
+the domain's (:mod:`daemon.services.errors`): NotFound or Conflict."""
 
 from __future__ import annotations
 
@@ -18,15 +19,8 @@ from datetime import datetime, timedelta
 
 from daemon.core.records import Seed
 from daemon.core.seed_gates import seed_refusal
+from daemon.services.errors import Conflict, NotFound
 from daemon.store import Tx
-
-
-class ReviewRefused(ValueError):
-    """The review cannot be applied; ``status`` is the HTTP status that says why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class PlantingRefused(ValueError):
@@ -56,16 +50,17 @@ def overdue(seed: Seed, now: datetime, wither_days: float) -> bool:
 
 
 def reviewable(tx: Tx, workspace: str, seed_id: str, now: datetime, wither_days: float) -> Seed:
-    """The seed, if it can be reviewed now; otherwise :class:`ReviewRefused`."""
+    """The seed, if it can be reviewed now; else NotFound or Conflict."""
     seed = tx.seeds.get(seed_id, workspace)
     if seed is None:
-        raise ReviewRefused(404, f"no seed {seed_id}")
+        raise NotFound(f"no seed {seed_id}", field="seed_id")
     if overdue(seed, now, wither_days):
-        raise ReviewRefused(
-            409, f"seed {seed_id} withered: not reviewed within {wither_days:g} days of planting"
+        raise Conflict(
+            f"seed {seed_id} withered: not reviewed within {wither_days:g} days of planting",
+            field="seed_id",
         )
     if seed.state != "pending":
-        raise ReviewRefused(409, f"seed {seed_id} is already {seed.state}")
+        raise Conflict(f"seed {seed_id} is already {seed.state}", field="seed_id")
     return seed
 
 
@@ -78,36 +73,38 @@ def review(
     at: datetime,
     wither_days: float,
 ) -> Seed:
-    """Apply a review in ``tx``; the seed as it was before. Raises :class:`ReviewRefused`."""
+    """Apply a review in ``tx``; the seed as it was before."""
     seed = reviewable(tx, workspace, seed_id, at, wither_days)
     if not tx.seeds.review(seed.id, decision, reviewer, at):
-        raise ReviewRefused(409, f"seed {seed_id} was reviewed meanwhile")
+        raise Conflict(f"seed {seed_id} was reviewed meanwhile", field="seed_id")
     if decision == "accepted":
         tx.marks.promote(seed.based_on_marks, at)
     return seed
 
 
 def undoable(tx: Tx, workspace: str, seed_id: str, now: datetime, undo_hours: float) -> Seed:
-    """The seed, if its review can be undone now; otherwise :class:`ReviewRefused`."""
+    """The seed, if its review can be undone now; else NotFound or Conflict."""
     seed = tx.seeds.get(seed_id, workspace)
     if seed is None:
-        raise ReviewRefused(404, f"no seed {seed_id}")
+        raise NotFound(f"no seed {seed_id}", field="seed_id")
     if seed.state not in ("accepted", "rejected") or seed.reviewed_at is None:
-        raise ReviewRefused(409, f"seed {seed_id} is {seed.state}: there is no review to undo")
+        raise Conflict(
+            f"seed {seed_id} is {seed.state}: there is no review to undo", field="seed_id"
+        )
     if now - seed.reviewed_at > timedelta(hours=undo_hours):
-        raise ReviewRefused(
-            409,
+        raise Conflict(
             f"seed {seed_id} was {seed.state} more than {undo_hours:g} hours ago: "
             "the review can no longer be undone",
+            field="seed_id",
         )
     return seed
 
 
 def undo(tx: Tx, workspace: str, seed_id: str, at: datetime, undo_hours: float) -> Seed:
-    """Make a reviewed seed pending again; the seed as it was. Raises :class:`ReviewRefused`."""
+    """Make a reviewed seed pending again; the seed as it was."""
     seed = undoable(tx, workspace, seed_id, at, undo_hours)
     if not tx.seeds.undo_review(seed.id, at):
-        raise ReviewRefused(409, f"seed {seed_id} was changed meanwhile")
+        raise Conflict(f"seed {seed_id} was changed meanwhile", field="seed_id")
     if seed.state == "accepted":
         tx.marks.unpromote(seed.based_on_marks, at)
     return seed

@@ -28,12 +28,12 @@ import anyio
 import pytest
 
 from daemon.bus import RetryPolicy, SignalBus
+from daemon.composition import build_receptors
 from daemon.config import parse_config
 from daemon.core.records import Mark, derived_id
 from daemon.files.daily import DailyLog
 from daemon.store import Store
 from daemon.store.marks import MARK_STATES
-from receptors import build_receptors
 from rhythms.template import bundled_templates, next_slot
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -1,0 +1,194 @@
+"""``cambium memory mark|note|consolidate``: adding to the memory by hand. Each is a signal
+sent through the daemon's ingress (stated by the person at the terminal, ``human``), so the
+signal log stays the audit trail of the memory."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from daemon.cli.common import (
+    BadInput,
+    Failure,
+    Number,
+    config_option,
+    day_option,
+    idempotency_option,
+    load,
+    login_name,
+    reading_store,
+)
+from daemon.core import signal_types
+
+if TYPE_CHECKING:
+    from daemon.client import Emitted
+    from daemon.config import Config
+
+HUMAN = "human"
+
+
+@click.command()
+@click.argument("subject")
+@click.argument("observation")
+@click.option("--by", "observer", help="Who states it (default: your login name).")
+@click.option("--intensity", type=Number(0, 1), help="Initial strength, 0..1 (default 0.7).")
+@click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
+@idempotency_option
+@config_option
+def mark(
+    subject: str,
+    observation: str,
+    observer: str | None,
+    intensity: float | None,
+    decay_days: float | None,
+    idempotency_key: str | None,
+    config_path: Path | None,
+) -> None:
+    """State an observation yourself.
+
+    OBSERVATION about SUBJECT becomes a mark (or reinforces the same one), with evidence
+    naming you; the mark is printed once delivered.
+
+    \b
+    Examples:
+      cambium memory mark user.coffee "takes coffee black"
+      cambium memory mark user.sleep.bedtime "in bed by 23:00" --decay-days 30
+    """
+    from daemon.core.clock import utcnow
+    from daemon.core.subjects import normalize_subject
+    from daemon.services.recall import mark_made_by
+
+    subject = normalize_subject(subject)
+    observation = observation.strip()
+    if not subject:
+        raise BadInput("bad SUBJECT: it must be a non-empty dot path, like user.coffee")
+    if not observation:
+        raise BadInput("bad OBSERVATION: it must not be empty")
+    observer = observer or login_name()
+    payload = {
+        "subject": subject,
+        "observation": observation,
+        "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+        "provenance": "stated",
+    }
+    config = load(config_path)
+    answer = _send(
+        config,
+        signal_types.OBSERVATION,
+        observer,
+        payload,
+        idempotency_key,
+        intensity=intensity,
+        decay_days=decay_days,
+    )
+    if (answer.deliveries or {}).get("observation") != "delivered":
+        return  # still pending: _send said so
+    with reading_store(config) as store:
+        hit = store.read_sync(lambda tx: mark_made_by(tx, answer.id, utcnow()))
+    if hit is None:  # cannot happen once delivered, but never print someone else's mark
+        raise Failure(f"signal {answer.id} was delivered but made no mark")
+    from daemon.cli.render import mark_view, show
+
+    show(mark_view(hit))
+
+
+@click.command()
+@click.argument("text")
+@day_option("The day's file to append to (default: today in the configured time zone).")
+@idempotency_option
+@config_option
+def note(
+    text: str, day: date | None, idempotency_key: str | None, config_path: Path | None
+) -> None:
+    """Append a line to a day's log.
+
+    TEXT (one line) goes to the day's daily file, which is consolidated into marks the
+    night after.
+
+    \b
+    Examples:
+      cambium memory note "slept badly; too much coffee after 16:00"
+      cambium memory note "OBS subject=user.food.breakfast porridge" --date 2026-01-15
+    """
+    if not text.strip() or "\n" in text or "\r" in text:
+        raise BadInput("bad TEXT: a daily note is one non-empty line")
+    config = load(config_path)
+    day = day or _today(config)
+    payload = {"text": text, "date": day.isoformat()}
+    answer = _send(config, signal_types.DAILY_NOTE, login_name(), payload, idempotency_key)
+    if (answer.deliveries or {}).get("daily") == "delivered":
+        from daemon.files.daily import DailyLog
+
+        click.echo(f"noted in {DailyLog(config.paths.daily).path(day)}")
+
+
+@click.command()
+@day_option("The day to consolidate (default: yesterday in the configured time zone).")
+@idempotency_option
+@config_option
+def consolidate(day: date | None, idempotency_key: str | None, config_path: Path | None) -> None:
+    """Consolidate a day's log now, as the nightly rhythm does.
+
+    The day's observations become marks, its file moves to the archive, and faded marks
+    wither.
+
+    \b
+    Examples:
+      cambium memory consolidate
+      cambium memory consolidate --date 2026-01-15
+    """
+    config = load(config_path)
+    day = day or _today(config) - timedelta(days=1)
+    from daemon.files.daily import DailyLog
+
+    daily = DailyLog(config.paths.daily)
+    live, archived = daily.path(day), daily.path(day, archived=True)
+    was_live = live.exists()
+    payload = {"date": day.isoformat()}
+    answer = _send(config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key)
+    if (answer.deliveries or {}).get("consolidation") != "delivered":
+        return
+    if was_live:
+        click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
+    elif archived.exists():
+        click.echo(f"{day.isoformat()} was already consolidated: {archived}")
+    else:
+        click.echo(f"nothing to consolidate: no daily file for {day.isoformat()}")
+
+
+def _today(config: Config) -> date:
+    from daemon.core.clock import utcnow
+
+    return utcnow().astimezone(config.zone).date()
+
+
+def _send(
+    config: Config,
+    signal_type: str,
+    source_id: str,
+    payload: dict[str, Any],
+    idempotency_key: str | None,
+    **fields: Any,
+) -> Emitted:
+    """Emit a signal stated by the person at the terminal and wait for its deliveries: a
+    dead one fails, one still pending is reported."""
+    from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
+
+    with daemon(config, source_id) as client:
+        answer = client.emit(
+            signal_type,
+            payload,
+            source_layer=HUMAN,
+            idempotency_key=idempotency_key,
+            wait=MAX_WAIT_SECONDS,
+            **fields,
+        )
+        check_deliveries(client, answer.id, answer.deliveries)
+    if answer.pending:
+        click.echo(
+            f"stored signal {answer.id}; not delivered yet — see `cambium signals show {answer.id}`"
+        )
+    return answer
