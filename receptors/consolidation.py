@@ -15,13 +15,13 @@ Evidence line numbers are the lines' final positions in the archive (offset by w
 archive already held), so a mark's evidence always points at an existing line.
 
 The extractor sees the subjects the memory already uses, so its subjects converge. An
-extraction that nearly copies an active or withered mark under the same subject (the same
-fact on another day, or twice on one day) reinforces that mark instead of adding one; the
-reinforcement's id is derived like a mark's, so a retry does not reinforce twice. What the
-extractor found is kept in the delivery's checkpoint, so a retry after a crash writes the
-same marks even if a model would answer differently the second time. The extractor returns
-the whole claim or fails, and everything it yields is written in one transaction: never a
-partial consolidation.
+extraction that nearly copies a mark that still stands (active, withered or promoted) under
+the same subject (the same fact on another day, or twice on one day) reinforces that mark
+instead of adding one; the reinforcement's id is derived like a mark's, so a retry does not
+reinforce twice. What the extractor found is kept in the delivery's checkpoint, so a retry
+after a crash writes the same marks even if a model would answer differently the second
+time. The extractor returns the whole claim or fails, and everything it yields is written
+in one transaction: never a partial consolidation.
 """
 
 from __future__ import annotations

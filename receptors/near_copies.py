@@ -3,11 +3,12 @@
 Every query the receptors need for these lives here, so a change in the store's shape is
 adapted in one place.
 
-A new observation repeats a mark (active or withered, under the same subject) that has the
-same words, case, whitespace and punctuation aside: the mark's fingerprint finds it through
-an index, however long the subject's history. Failing that, it is compared with the
-subject's :data:`CANDIDATES_PER_SUBJECT` most recently reinforced marks
-(:func:`daemon.core.likeness.is_near_copy`), a bounded read; a threshold of 1 skips this.
+A new observation repeats a mark that still stands (active, withered or promoted: one live
+mark per fact) under the same subject with the same words, case, whitespace and punctuation
+aside: the mark's fingerprint finds it through an index, however long the subject's history.
+Failing that, it is compared with the subject's :data:`CANDIDATES_PER_SUBJECT` most recently
+reinforced marks (:func:`daemon.core.likeness.is_near_copy`), a bounded read; a threshold of
+1 skips this.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ class Wanted:
 
 
 def near_copies(tx: Tx, wanted: Sequence[Wanted], threshold: float) -> list[Mark | None]:
-    """For each wanted observation, the mark it repeats: the oldest active or withered mark
-    under the same subject with the same words (found by fingerprint, however long the
-    history), else, when ``threshold`` is below 1, the oldest of the subject's recent marks
-    it nearly copies; or None."""
+    """For each wanted observation, the mark it repeats: the oldest current mark (active,
+    withered or promoted) under the same subject with the same words (found by fingerprint,
+    however long the history), else, when ``threshold`` is below 1, the oldest of the
+    subject's recent marks it nearly copies; or None."""
     prints = [fingerprint(w.subject, w.observation) for w in wanted]
     oldest = tx.marks.oldest_by_fingerprint({w.workspace for w in wanted}, sorted(set(prints)))
     matched = [oldest.get((w.workspace, p)) for w, p in zip(wanted, prints, strict=True)]

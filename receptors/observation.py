@@ -2,9 +2,9 @@
 
 The mark's strength starts at the signal's intensity and halves every ``decay_rate`` seconds
 of the signal (the mark's ``half_life_days``). An observation under the same normalized
-subject that nearly copies an active or withered mark's text (case, whitespace and
+subject that nearly copies the text of a mark that still stands (case, whitespace and
 punctuation aside, words overlapping at least ``[observation] similarity``) reinforces that
-mark instead (reviving a withered one)."""
+mark instead: a withered one is revived, a promoted one stays promoted."""
 
 from __future__ import annotations
 

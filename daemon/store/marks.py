@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, insert, literal_column, or_, select, update
+from sqlalchemy import bindparam, case, exists, func, insert, literal_column, or_, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.core.likeness import normalize_text
@@ -49,7 +49,7 @@ _RANKED = (
     .where(
         marks.c.workspace_id == bindparam("workspace"),
         marks.c.subject.in_(bindparam("subjects", expanding=True)),
-        marks.c.state.in_(("active", "withered")),
+        marks.c.state.in_(CURRENT_MARK_STATES),
     )
     .subquery()
 )
@@ -66,7 +66,8 @@ _COUNT_REINFORCEMENTS = (
     .values(
         reinforcement_count=marks.c.reinforcement_count + bindparam("n"),
         last_reinforced_at=bindparam("at"),
-        state="active",
+        # A repeat revives a withered mark; a promoted one stays promoted.
+        state=case((marks.c.state == "withered", "active"), else_=marks.c.state),
         updated_at=bindparam("at"),
     )
 )
@@ -77,7 +78,7 @@ _OLDEST_BY_FINGERPRINT = (  # on every observation: built once
     .where(
         marks.c.workspace_id.in_(bindparam("workspaces", expanding=True)),
         marks.c.fingerprint.in_(bindparam("fingerprints", expanding=True)),
-        marks.c.state.in_(("active", "withered")),
+        marks.c.state.in_(CURRENT_MARK_STATES),
     )
     .order_by(marks.c.first_observed_at, marks.c.id)
 )
@@ -183,8 +184,8 @@ class Marks(MarkStrength):
     def oldest_by_fingerprint(
         self, workspaces: set[str], fingerprints: Sequence[str]
     ) -> dict[tuple[str, str], str]:
-        """(workspace, fingerprint) -> the id of the oldest active or withered mark with that
-        fingerprint (through an index, however long the subject's history)."""
+        """(workspace, fingerprint) -> the id of the oldest current (active, withered or
+        promoted) mark with that fingerprint (through an index, however long the history)."""
         oldest: dict[tuple[str, str], str] = {}
         for chunk in in_chunks(fingerprints):
             parameters = {
@@ -199,8 +200,8 @@ class Marks(MarkStrength):
     def recent_texts(
         self, workspace: str, subjects: Sequence[str], per_subject: int
     ) -> dict[str, list[tuple[str, str]]]:
-        """Subject -> (id, text) of its ``per_subject`` most recently reinforced active or
-        withered marks, oldest first. The ranking reads only narrow columns."""
+        """Subject -> (id, text) of its ``per_subject`` most recently reinforced current
+        (active, withered or promoted) marks, oldest first. It reads only narrow columns."""
         found: dict[str, list[tuple[str, str]]] = defaultdict(list)
         ordered = sorted(subjects)
         for chunk in in_chunks(ordered):
