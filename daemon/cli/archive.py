@@ -19,8 +19,8 @@ from daemon.cli.common import BadInput, Failure, config_option, json_option, loa
 def export(path: Path, force: bool, as_json: bool, config_path: Path | None) -> None:
     """Write the whole memory to one archive file at PATH.
 
-    Marks, reinforcements, seeds, tombstones, the signal log and the daily archive files,
-    with a manifest of SHA-256 hashes (a versioned tar file).
+    Marks, reinforcements, seeds, tombstones, the signal log and the daily files, archived
+    and live (today's log too), with a manifest of SHA-256 hashes (a versioned tar file).
 
     \b
     Example:
@@ -51,7 +51,9 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
 
     Every hash is checked before anything is written; a damaged or altered archive is
     refused naming the entry (exit 1). Importing the same archive twice changes nothing.
-    Existing daily archive files are never replaced.
+    Existing daily files are never replaced: an archived one that differs is kept and
+    reported; a live one with other lines than the archive's refuses the import (exit 1,
+    nothing written) until it is moved aside.
 
     \b
     Example:
@@ -74,7 +76,7 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
         return
     click.echo(
         f"imported {result.signals} signals, {result.marks} marks, "
-        f"{result.daily_files} daily archive files"
+        f"{result.daily_files} daily archive files, {result.live_files} live daily files"
     )
     for conflict in result.daily_conflicts:
         click.echo(f"kept your {conflict}: it differs from the archive's", err=True)
