@@ -14,6 +14,12 @@ the day, the lines and the subject; merging is resumable; the wither sweep is id
 Evidence line numbers are the lines' final positions in the archive (offset by what the
 archive already held), so a mark's evidence always points at an existing line.
 
+A mark (or reinforcement) from a day's line is dated by that day, not by the night it was
+consolidated: :func:`evidence_instant`, the day's noon in the configured zone. A line
+carries no time of its own, and noon is the middle of the day it was written on (off by
+half a day at most, where the day's start would be off by a whole one); a day that is not
+over yet is dated no later than the consolidation was asked for.
+
 The extractor sees the subjects the memory already uses, so its subjects converge. An
 extraction that nearly copies a mark that still stands (active, withered or promoted) under
 the same subject (the same fact on another day, or twice on one day) reinforces that mark
@@ -27,7 +33,7 @@ in one transaction: never a partial consolidation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from functools import partial
 from typing import ClassVar
 from zoneinfo import ZoneInfo
@@ -37,6 +43,7 @@ import structlog
 
 from daemon.bus import DeliveryContext, Receptor
 from daemon.core import signal_types
+from daemon.core.clock import to_utc
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
 from daemon.core.records import Mark, Reinforcement, derived_id
 from daemon.core.signal import Signal
@@ -56,6 +63,16 @@ log = structlog.get_logger("cambium.consolidation")
 def default_day(emitted_at: datetime, zone: ZoneInfo) -> date:
     """Yesterday, in the consolidation time zone, as seen when the signal was emitted."""
     return emitted_at.astimezone(zone).date() - timedelta(days=1)
+
+
+EVIDENCE_TIME_OF_DAY = time(12)  # a day's line is dated at the day's noon (see above)
+
+
+def evidence_instant(day: date, zone: ZoneInfo, emitted_at: datetime) -> datetime:
+    """When a line of ``day`` was written, as well as the day says it: its noon in
+    ``zone`` (never a time a clock change skips), and no later than ``emitted_at``."""
+    noon = datetime.combine(day, EVIDENCE_TIME_OF_DAY, tzinfo=zone)
+    return min(to_utc(noon), emitted_at)
 
 
 class ConsolidationReceptor(Receptor):
@@ -184,6 +201,7 @@ class ConsolidationReceptor(Receptor):
             evidence=found.evidence,
             delta=self.reinforce_delta,
             id=derived_id("rf", found.id),
+            at=found.first_observed_at,
         )
 
     def _mark(self, signal: Signal, day: date, offset: int, found: Extraction) -> Mark | None:
@@ -214,6 +232,7 @@ class ConsolidationReceptor(Receptor):
             affinity=found.affinity,
             substrate_refs=found.substrate_refs,
             provenance=found.provenance,
+            at=evidence_instant(day, self.zone, signal.emitted_at),
         )
 
 

@@ -1,7 +1,12 @@
 """``memory.observation`` → a mark, or a reinforcement of the same mark.
 
-The mark's strength starts at the signal's intensity and halves every ``decay_rate`` seconds
-of the signal (the mark's ``half_life_days``). An observation under the same normalized
+Both are dated by their evidence: the payload's ``observed_at`` when the emitter knows when
+it was seen or said (:data:`~daemon.schema.fields.EvidenceInstant`), else the signal's
+``emitted_at``. Evidence older than the mark's first observation moves that back
+(:func:`~daemon.core.records.in_evidence_order`).
+
+The mark's strength starts at the signal's intensity and halves every ``decay_rate``
+seconds of the signal (the mark's ``half_life_days``). An observation under the same normalized
 subject that nearly copies the text of a mark that still stands (case, whitespace and
 punctuation aside, words overlapping at least ``[observation] similarity``) reinforces that
 mark instead: a withered one is revived, a promoted one stays promoted."""
@@ -60,6 +65,7 @@ class ObservationReceptor(StoreReceptor):
             existing = existing or next(
                 (m for m in new if self._same(m, signal.workspace_id, payload)), None
             )
+            at = payload.observed_at or signal.emitted_at
             if existing is None:
                 new.append(
                     Mark.observed(
@@ -75,11 +81,12 @@ class ObservationReceptor(StoreReceptor):
                         ),
                         substrate_refs=payload.substrate_refs,
                         provenance=payload.provenance,
+                        at=at,
                     )
                 )
             else:
                 boost = Reinforcement.of(
-                    existing, signal, evidence=evidence, delta=self.reinforce_delta
+                    existing, signal, evidence=evidence, delta=self.reinforce_delta, at=at
                 )
                 boosts.append((existing, boost))
         tx.marks.insert(new)  # first: a boost may be for a new mark

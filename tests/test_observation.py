@@ -119,6 +119,11 @@ async def test_redelivery_applies_nothing_twice(store: Store) -> None:
         (GOOD | {"substrate_refs": ["../secrets.md"]}, "substrate_refs.0"),
         (GOOD | {"affinity": "food"}, "affinity"),
         (GOOD | {"surprise": 1}, "surprise"),
+        (GOOD | {"observed_at": "2026-04-11T10:00:00"}, "observed_at"),  # no time zone
+        (GOOD | {"observed_at": "2999-01-01T00:00:00Z"}, "observed_at"),  # the future
+        (GOOD | {"observed_at": "1850-01-01T00:00:00Z"}, "observed_at"),
+        (GOOD | {"observed_at": 1744365600}, "observed_at"),  # a number, not an instant
+        (GOOD | {"observed_at": "yesterday"}, "observed_at"),
     ],
 )
 @pytest.mark.asyncio

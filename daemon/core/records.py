@@ -83,10 +83,13 @@ class Mark(_Record):
         affinity: Sequence[str] = (),
         substrate_refs: Sequence[str] = (),
         provenance: str = "observed",
+        at: datetime | None = None,
     ) -> Mark:
         """A new, active mark made from ``signal``: its workspace, its emitter as the observer
-        and its instant as the moment of observation. ``id`` is derived from what made it
+        and the time of its evidence (``at``, else the signal's instant) as the moment of
+        observation; made when the signal was emitted. ``id`` is derived from what made it
         (:func:`derived_id`; one signal's observation: :meth:`id_for_signal`)."""
+        observed_at = at or signal.emitted_at
         return cls(
             id=id,
             workspace_id=signal.workspace_id,
@@ -96,8 +99,8 @@ class Mark(_Record):
             initial_strength=min(1.0, max(0.0, initial_strength)),
             half_life_days=half_life_days,
             observed_by=signal.source_id,
-            first_observed_at=signal.emitted_at,
-            last_reinforced_at=signal.emitted_at,
+            first_observed_at=observed_at,
+            last_reinforced_at=observed_at,
             affinity=list(affinity),
             substrate_refs=list(substrate_refs),
             provenance=provenance,
@@ -151,17 +154,55 @@ class Reinforcement(_Record):
         evidence: dict[str, Any],
         delta: float,
         id: str | None = None,
+        at: datetime | None = None,
     ) -> Self:
-        """``signal`` said again what ``mark`` says: one reinforcement per signal (unless
-        ``id`` names another origin, as one extraction of many in a consolidation)."""
+        """``signal`` said again what ``mark`` says, at the time of its evidence (``at``,
+        else the signal's instant): one reinforcement per signal (unless ``id`` names
+        another origin, as one extraction of many in a consolidation)."""
         return cls(
             id=id or cls.id_for_signal(signal.id),
             mark_id=mark.id,
-            reinforced_at=signal.emitted_at,
+            reinforced_at=at or signal.emitted_at,
             reinforced_by=signal.source_id,
             evidence=evidence,
             strength_delta=delta,
         )
+
+
+def in_evidence_order(
+    boosts: Sequence[tuple[Mark, Reinforcement]],
+) -> tuple[list[tuple[Mark, Reinforcement]], list[Mark]]:
+    """Reinforcements (of marks as stored) put in the order of their evidence.
+
+    Evidence arrives in any order (an old journal consolidated today). A reinforcement dated
+    before its mark's first observation trades places with it: the mark is first observed
+    by the earlier evidence (its time, observer and evidence), and the reinforcement records
+    the later one. So ``first_observed_at`` is always the earliest evidence, the initial
+    strength decays from it and each delta from a later piece of evidence: the strength
+    does not depend on the order the evidence came in. Returns the reinforcements to record
+    and the marks whose first observation moved back, as they are now to be stored."""
+    moved: dict[str, Mark] = {}
+    ordered: list[tuple[Mark, Reinforcement]] = []
+    for stored, boost in boosts:
+        mark = moved.get(stored.id, stored)
+        if boost.reinforced_at < mark.first_observed_at:
+            mark, boost = (
+                replace(
+                    mark,
+                    first_observed_at=boost.reinforced_at,
+                    observed_by=boost.reinforced_by,
+                    evidence=boost.evidence,
+                ),
+                replace(
+                    boost,
+                    reinforced_at=mark.first_observed_at,
+                    reinforced_by=mark.observed_by,
+                    evidence=mark.evidence,
+                ),
+            )
+            moved[mark.id] = mark
+        ordered.append((mark, boost))
+    return ordered, list(moved.values())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

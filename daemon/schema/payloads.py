@@ -11,6 +11,7 @@ from pydantic import AfterValidator, model_validator
 from daemon.schema.fields import (
     Day,
     DayFile,
+    EvidenceInstant,
     LineRange,
     Name,
     Payload,
@@ -50,6 +51,7 @@ class Observation(Payload):
     affinity: Tags | None = None
     substrate_refs: list[SubstrateRef] = []
     provenance: Provenance = "observed"
+    observed_at: EvidenceInstant | None = None  # when it was seen or said; else emitted_at
 
 
 # -- memory.daily_note, memory.consolidate, memory.seed_digest ---------------------------

@@ -14,7 +14,13 @@ from sqlalchemy import bindparam, case, exists, func, insert, literal_column, or
 from sqlalchemy.sql.elements import ColumnElement
 
 from daemon.core.likeness import normalize_text
-from daemon.core.records import CURRENT_MARK_STATES, MARK_STATES, Mark, Reinforcement
+from daemon.core.records import (
+    CURRENT_MARK_STATES,
+    MARK_STATES,
+    Mark,
+    Reinforcement,
+    in_evidence_order,
+)
 from daemon.store.fast_path import insert_many_ignoring_duplicates, select_rows
 from daemon.store.mark_strength import MarkStrength, Scored, marks, reinforcements
 from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instants
@@ -69,6 +75,16 @@ _COUNT_REINFORCEMENTS = (
         # A repeat revives a withered mark; a promoted one stays promoted.
         state=case((marks.c.state == "withered", "active"), else_=marks.c.state),
         updated_at=bindparam("at"),
+    )
+)
+
+_MOVE_FIRST_OBSERVATION = (  # earlier evidence came later: see in_evidence_order
+    update(marks)
+    .where(marks.c.id == bindparam("mark_id"))
+    .values(
+        first_observed_at=bindparam("first"),
+        observed_by=bindparam("by"),
+        evidence=bindparam("first_evidence", type_=marks.c.evidence.type),
     )
 )
 
@@ -228,8 +244,9 @@ class Marks(MarkStrength):
         )
 
     def reinforce(self, boosts: Sequence[tuple[Mark, Reinforcement]]) -> None:
-        """Record reinforcements (each id once), count them on their marks, revive withered
-        ones. ``Mark.last_reinforced_at`` must be the mark's stored value."""
+        """Record reinforcements (each id once) in the order of their evidence
+        (:func:`~daemon.core.records.in_evidence_order`), count them on their marks, revive
+        withered ones. ``Mark`` must be the mark's stored value."""
         if not boosts:
             return
         ids = [r.id for _, r in boosts]
@@ -238,10 +255,23 @@ class Marks(MarkStrength):
                 select(reinforcements.c.id).where(reinforcements.c.id.in_(ids))
             ).scalars()
         )
-        fresh = [(m, r) for m, r in boosts if r.id not in stored]
+        fresh, moved = in_evidence_order([(m, r) for m, r in boosts if r.id not in stored])
         if not fresh:
             return
         self.connection.execute(insert(reinforcements), [r.to_row() for _, r in fresh])
+        if moved:
+            self.connection.execute(
+                _MOVE_FIRST_OBSERVATION,
+                [
+                    {
+                        "mark_id": m.id,
+                        "first": m.first_observed_at,
+                        "by": m.observed_by,
+                        "first_evidence": m.evidence,
+                    }
+                    for m in moved
+                ],
+            )
         counts: dict[str, int] = defaultdict(int)
         latest: dict[str, datetime] = {}
         for mark, reinforcement in fresh:
