@@ -91,7 +91,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0006"
+    assert current_revision(db_url) == head_revision() == "0007"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -185,7 +185,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0006"
+    assert current_revision(db_url) == head_revision() == "0007"
     store = Store(db_url)
     try:
         found = {
@@ -242,7 +242,7 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0006"
+    assert current_revision(db_url) == head_revision() == "0007"
     store = Store(db_url)
     try:
         under_food = store.read_sync(
@@ -310,5 +310,87 @@ async def test_the_daemon_s_migration_extends_systemd_s_start_timeout_and_logs_p
     assert "STATUS=migrating the store" in told
     progress = [entry["progress"] for entry in logs if entry["event"] == "migration"]
     assert [line.split(" applied")[0] for line in progress] == [
-        f"revision 000{n}" for n in range(1, 7)
+        f"revision 000{n}" for n in range(1, 8)
     ]
+
+
+JAN_FEB_MAR = ((1, 15), (2, 1), (3, 1))
+
+
+def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: str) -> None:
+    """0007: what consolidation made from a day's line was dated by the night it ran; it is
+    dated at the day's noon (UTC) instead, and a reinforcement that now comes before its
+    mark's first observation trades places with it. Marks without a day keep their dates."""
+    upgrade(db_url, "0006")
+    engine = create_engine(db_url)
+    night = T0.replace(tzinfo=None)  # 2026-11-30 12:00, when the consolidations ran
+    day = '{{"daily_file": "{}.md", "line_range": [2, 2], "signal_ids": ["s_night"]}}'
+    chat = '{"note": "chat", "signal_ids": ["s_chat"]}'
+    # (id, evidence, observed_by, first, last, reinforcement_count)
+    rows = [
+        ("mk_day", day.format("2026-01-15"), "rhythm:consolidation", night, night, 1),
+        ("mk_chat", chat, "ada", night - timedelta(days=3), night, 1),
+        ("mk_plain", chat, "ada", night - timedelta(days=3), night - timedelta(days=3), 0),
+    ]
+    # (id, mark_id, evidence, reinforced_by, reinforced_at)
+    boosts = [
+        ("rf_day", "mk_day", day.format("2026-02-01"), "rhythm:consolidation", night),
+        ("rf_chat", "mk_chat", day.format("2026-03-01"), "rhythm:consolidation", night),
+    ]
+    with engine.begin() as connection:
+        for mark_id, evidence, by, first, last, count in rows:
+            connection.execute(
+                text(
+                    "INSERT INTO memory_marks (id, workspace_id, subject, observation,"
+                    " fingerprint, evidence, initial_strength, half_life_days, observed_by,"
+                    " first_observed_at, last_reinforced_at, reinforcement_count, affinity,"
+                    " substrate_refs, state, provenance, created_at, updated_at) VALUES (:id,"
+                    " 'default', 'user.food', :id, 'f', :evidence, 0.8, 14.0, :by, :first,"
+                    " :last, :count, '[]', '[]', 'active', 'observed', :last, :last)"
+                ),
+                {"id": mark_id, "evidence": evidence, "by": by, "first": first, "last": last}
+                | {"count": count},
+            )
+        for boost_id, mark_id, evidence, by, at in boosts:
+            connection.execute(
+                text(
+                    "INSERT INTO memory_mark_reinforcements (id, mark_id, reinforced_at,"
+                    " reinforced_by, evidence, strength_delta) VALUES (:id, :mark, :at, :by,"
+                    " :evidence, 0.2)"
+                ),
+                {"id": boost_id, "mark": mark_id, "at": at, "by": by, "evidence": evidence},
+            )
+    engine.dispose()
+
+    upgrade(db_url)
+
+    assert current_revision(db_url) == head_revision() == "0007"
+    store = Store(db_url)
+    try:
+        found = {
+            m.id: m
+            for m in store.read_sync(
+                lambda tx: tx.marks.get_many(["mk_day", "mk_chat", "mk_plain"])
+            )
+        }
+        parts = store.read_sync(lambda tx: tx.marks.reinforcements_of(list(found)))
+    finally:
+        store.close()
+    jan, feb, mar = (datetime(2026, month, day, 12, tzinfo=UTC) for month, day in JAN_FEB_MAR)
+    by_day = found["mk_day"]
+    assert (by_day.first_observed_at, by_day.last_reinforced_at) == (jan, feb)
+    assert [r.reinforced_at for r in parts["mk_day"]] == [feb]
+    # Seen in chat three days before the night; its day, consolidated that night, was
+    # 1 March: March comes first now, and the chat is the reinforcement.
+    chatted = found["mk_chat"]
+    assert (chatted.first_observed_at, chatted.last_reinforced_at) == (mar, T0 - timedelta(3))
+    assert chatted.evidence["daily_file"] == "2026-03-01.md"
+    assert chatted.observed_by == "rhythm:consolidation"
+    [boost] = parts["mk_chat"]
+    assert (boost.reinforced_at, boost.reinforced_by, boost.evidence["note"]) == (
+        T0 - timedelta(3),
+        "ada",
+        "chat",
+    )
+    plain = found["mk_plain"]
+    assert plain.first_observed_at == plain.last_reinforced_at == T0 - timedelta(3)
