@@ -16,11 +16,12 @@ from support import FAST_RETRY, T0, emit_and_settle, make_signal
 from daemon.bus import SignalBus
 from daemon.composition import build_receptors
 from daemon.config import parse_config
-from daemon.core.records import CURRENT_MARK_STATES, Mark
+from daemon.core.records import CURRENT_MARK_STATES, Mark, Reinforcement, in_evidence_order
 from daemon.core.strength import strength
 from daemon.files.daily import DailyLog
 from daemon.store import Store
 from receptors.consolidation import evidence_instant
+from receptors.observation import ObservationReceptor
 
 BERLIN = ZoneInfo("Europe/Berlin")
 COFFEE: dict[str, Any] = {
@@ -139,3 +140,52 @@ async def test_an_old_day_consolidated_later_moves_a_marks_first_observation_bac
     [boost] = store.read_sync(lambda tx: tx.marks.reinforcements_of([mark.id]))[mark.id]
     assert (boost.reinforced_at, boost.evidence["note"]) == (T0, "chat")
     assert mark.state == "active", "reinforced today: still strong"
+
+
+def test_reinforcements_older_than_their_mark_trade_places_with_it_one_after_another() -> None:
+    signal = make_signal("memory.observation", COFFEE)
+    days = [T0 - timedelta(days=n) for n in range(6)]
+    mark = Mark.observed(
+        signal,
+        id="mk_1",
+        subject="user.coffee",
+        observation="black",
+        evidence={"note": "day 0"},
+        initial_strength=0.7,
+        half_life_days=14,
+        at=days[0],
+    )
+    boosts = [
+        Reinforcement.of(
+            mark, signal, evidence={"note": f"day {n}"}, delta=0.2, id=f"rf_{n}", at=days[n]
+        )
+        for n in (3, 5, 1)
+    ]
+    ordered, [moved] = in_evidence_order([(mark, b) for b in boosts])
+    assert (moved.first_observed_at, moved.evidence) == (days[5], {"note": "day 5"})
+    assert moved.last_reinforced_at == days[0]
+    assert [(r.id, r.reinforced_at, r.evidence["note"]) for _, r in ordered] == [
+        ("rf_3", days[0], "day 0"),
+        ("rf_5", days[3], "day 3"),
+        ("rf_1", days[1], "day 1"),
+    ]
+    assert in_evidence_order([(moved, b) for b in boosts[2:]]) == ([(moved, boosts[2])], [])
+
+
+@pytest.mark.asyncio
+async def test_one_batch_with_its_evidence_out_of_order_makes_one_mark_dated_by_the_oldest(
+    store: Store,
+) -> None:
+    receptor = ObservationReceptor()
+    late = make_signal("memory.observation", COFFEE)
+    early = make_signal(
+        "memory.observation", COFFEE | {"observed_at": (T0 - timedelta(days=9)).isoformat()}
+    )
+    store.write_sync(lambda tx: receptor.apply_batch(tx, [late, early]))
+    [mark] = marks(store)
+    assert (mark.id, mark.first_observed_at, mark.last_reinforced_at) == (
+        Mark.id_for_signal(late.id),
+        T0 - timedelta(days=9),
+        T0,
+    )
+    assert mark.evidence["signal_ids"] == [early.id]
