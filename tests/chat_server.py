@@ -71,6 +71,7 @@ class ChatServer:
     headers: list[dict[str, str]] = field(default_factory=list)
     refuses: dict[str, Reply] = field(default_factory=dict)  # response_format type -> reply
     responder: Callable[[dict[str, Any]], Reply] | None = None
+    models: list[str] = field(default_factory=list)  # listed at GET /v1/models, /api/tags
 
     def say(self, *replies: Reply | str) -> None:
         self.script.extend(Reply(r) if isinstance(r, str) else r for r in replies)
@@ -90,6 +91,17 @@ def chat_server() -> Iterator[ChatServer]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass
+
+        def do_GET(self) -> None:
+            names = server_state.models
+            if self.path == "/v1/models":
+                listing: dict[str, Any] = {"object": "list", "data": [{"id": n} for n in names]}
+            elif self.path == "/api/tags":  # Ollama's own
+                listing = {"models": [{"name": n, "model": n} for n in names]}
+            else:
+                self._send(404, {}, '{"error": "not found"}')
+                return
+            self._send(200, {}, json.dumps(listing))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
