@@ -103,3 +103,11 @@ async def test_an_answer_cut_off_at_the_token_limit_splits_the_chunk_down_to_one
     gave_up = [e for e in logs if e["event"] == "llm answer cut off on one line: nothing taken"]
     assert [e["lines"] for e in gave_up] == ["3-3"]
     assert all(len(body["messages"]) == 2 for body in server.requests), "never the same again"
+
+
+@pytest.mark.asyncio
+async def test_a_half_of_blank_lines_is_not_asked_about(server: ChatServer) -> None:
+    server.say(Reply(CUT_OFF, finish_reason="length"), facts(RUNNING))
+    found = await Llm(server).extractor.extract(DAY, [DAY_TEXT[0], "", "  "])
+    assert [f.subject for f in found] == ["user.exercise.running"]
+    assert len(server.requests) == 2, "lines 2-3 are blank: no request for them"

@@ -121,6 +121,8 @@ class OpenAIExtractor:
         self, day: date, numbered: list[tuple[int, str]], subjects: list[str]
     ) -> list[Fact]:
         """The facts in ``numbered``, asked for in halves while answers are cut off."""
+        if not any(text.strip() for _, text in numbered):
+            return []  # a half of blank lines holds nothing to ask about
         try:
             return await self._ask(day, numbered, subjects)
         except _CutOff:
