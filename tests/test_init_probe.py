@@ -96,3 +96,12 @@ def test_a_port_answering_something_else_is_no_model_server(
     assert local_models.probe([wrong]) == []
     server.models = ["m"]
     assert local_models.probe([local_models.Endpoint("x", port_of(server), "ollama")])
+
+
+def test_a_model_name_toml_would_misread_is_written_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ChatServer
+) -> None:
+    server.models = ['odd "name"\\']
+    found = local_models.Endpoint("llama.cpp server", port_of(server), "openai")
+    assert init(monkeypatch, tmp_path, found, llm="auto").exit_code == 0
+    assert load_config(tmp_path / "cambium.toml").llm.model == 'odd "name"\\'

@@ -9,6 +9,7 @@ once; one that answers something else than a model list is not a model server.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,7 +77,7 @@ def llm_section(server: LocalServer, model: str) -> str:
     return (
         f"\n[llm]\n# Found by `cambium init` ({server.endpoint.name}).\n"
         f'base_url = "{server.endpoint.base_url}"\n'
-        f'model = "{model}"\n'
+        f"model = {json.dumps(model)}\n"  # a JSON string is a TOML basic string
     )
 
 
