@@ -1,7 +1,8 @@
 """``python -m bench`` (``make bench``): every part of the benchmark in one run, one table.
 
 Each part also runs alone: ``python -m bench.bus``, ``bench.recall_scale``,
-``bench.watcher``, ``bench.daemon`` and ``bench.locomo``. Goals are reported beside the
+``bench.watcher``, ``bench.daemon``, ``bench.locomo`` and ``bench.extraction`` (which
+also scores a configured model: ``--config``). Goals are reported beside the
 figures, met or missed; none of them fails the run. The whole run takes a few minutes on
 two CPUs, most of it the rounds of ``bench.bus`` and the 100,000 signals of
 ``bench.daemon``.
@@ -13,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 
-from bench import bus, daemon, locomo, recall_scale, watcher
+from bench import bus, daemon, extraction, locomo, recall_scale, watcher
 from bench.report import Figure, Part, machine, publish, write_json
 
 
@@ -56,6 +57,7 @@ PARTS: list[Callable[[], Part]] = [
     watcher.run,
     daemon.run,
     locomo_part,
+    extraction.run,
 ]
 
 

@@ -54,7 +54,7 @@ from daemon.fs import RefusedFile
 from daemon.schema.payloads import Consolidate
 from daemon.store import Store, Tx
 from receptors.common import parse_payload
-from receptors.extractors import Extraction, Extractor
+from receptors.extractors import Extraction, Extractor, unread_note
 from receptors.near_copies import Wanted, near_copies
 
 log = structlog.get_logger("cambium.consolidation")
@@ -133,12 +133,14 @@ class ConsolidationReceptor(Receptor):
             marks = [m for e in extractions if (m := self._mark(signal, day, claim.offset, e))]
             # Durable before the lines move: the marks are the day's memory from now on.
             new, reinforced = await self.store.write(partial(self._remember, signal, marks))
+            note = unread_note(self.extractor, claim.lines)
             log.info(
                 "consolidated",
                 day=day.isoformat(),
                 lines=len(claim.lines),
                 marks=new,
                 reinforced=reinforced,
+                **({"note": note} if note else {}),
             )
             await anyio.to_thread.run_sync(self.daily.merge, day)
             if not claim.leftover:

@@ -73,3 +73,19 @@ class MockExtractor:
             if match:
                 found.append(Extraction(match[1], match[2], (number, number)))
         return found
+
+
+def unread_note(extractor: Extractor, lines: Sequence[str]) -> str | None:
+    """What the mock extractor passed over in ``lines``, said so, since it makes nothing of
+    ordinary sentences: a day of them would otherwise consolidate into no marks silently.
+    None for any other extractor, or when every written line was in its form."""
+    if not isinstance(extractor, MockExtractor):
+        return None
+    written = [line for line in lines if line.strip()]
+    read = sum(1 for line in written if _OBS.match(line))
+    if read == len(written):
+        return None
+    return (
+        f"{len(written)} lines, {read} in the `OBS subject=` form the mock extractor reads; "
+        'configure [llm] and [consolidation] extractor = "openai" to extract from natural text'
+    )

@@ -336,21 +336,6 @@ async def test_the_prompt_carries_the_nearest_existing_subjects(
 
 
 @pytest.mark.asyncio
-async def test_a_server_without_json_schema_support_is_asked_for_plain_json(
-    store: Store, tmp_path: Path, server: ChatServer
-) -> None:
-    server.say(
-        Reply(status=400, body='{"error": "response_format json_schema is not supported"}'),
-        facts(ARNOLD),
-    )
-    outcome, _ = await run_day(store, tmp_path, Llm(server))
-    assert outcome == "delivered"
-    assert "response_format" in server.requests[0]
-    assert "response_format" not in server.requests[1]
-    assert "only" in server.requests[1]["messages"][0]["content"].lower()
-
-
-@pytest.mark.asyncio
 async def test_an_extraction_that_nearly_copies_a_mark_reinforces_it(
     store: Store, tmp_path: Path, server: ChatServer
 ) -> None:

@@ -33,12 +33,23 @@ def _write_private(path: Path, text: str) -> None:
 @click.argument(
     "directory", default=".", type=click.Path(file_okay=False, path_type=Path), metavar="[DIR]"
 )
-def init(directory: Path) -> None:
+@click.option(
+    "--llm",
+    "llm",
+    type=click.Choice(["auto", "none"]),
+    help="auto: use the first model of a local model server found, without asking; "
+    "none: do not look. Default: look, and ask on a terminal.",
+)
+def init(directory: Path, llm: str | None) -> None:
     """Set up a memory in DIR (default: here).
 
     Writes a commented cambium.toml and the directories it names (the store's, your notes,
     the daily log, compost, the socket's), each private to you (0700; the config 0600), and prints
     the next two commands. Nothing existing is overwritten.
+
+    A model server already running on this machine (Ollama on port 11434, llama.cpp's
+    server on 8080; loopback only) is listed, and [llm] written for it if you say so
+    (--llm auto, or yes at the prompt): consolidation then extracts from natural text.
 
     \b
     Example:
@@ -56,12 +67,45 @@ def init(directory: Path) -> None:
         if not layer.exists():
             layer.mkdir(mode=0o700, parents=True)
             layer.chmod(0o700)  # whatever the umask
-    _write_private(config, render_config(local_timezone()))
+    text = render_config(local_timezone())
+    if llm != "none":
+        text = _offer_local_model(text, ask=llm is None)
+    _write_private(config, text)
     click.echo(f"wrote {config}")
     click.echo(f"made {', '.join(LAYER_DIRECTORIES)} in {root} (private to you)")
     click.echo("next:")
     click.echo(f"  cambium run --config {config}              # run it now, in the foreground")
     click.echo(f"  cambium service install --config {config}  # or: start it with your login")
+
+
+def _on_a_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _offer_local_model(text: str, ask: bool) -> str:
+    """The config ``text`` consolidating with a local model server, if one runs and the
+    person wants it (asked only on a terminal: unasked, it is shown, not written)."""
+    from daemon.cli import local_models
+
+    servers = local_models.probe(local_models.USUAL_ENDPOINTS)
+    for server in servers:
+        listed = ", ".join(server.models)
+        click.echo(f"found {server.endpoint.name} at {server.endpoint.base_url}: {listed}")
+    if not servers:
+        return text
+    server, model = servers[0], servers[0].models[0]
+    section = local_models.llm_section(server, model)
+    if ask and not _on_a_terminal():
+        click.echo("not written (pass --llm auto to have it written); to use it, add")
+        click.echo(section.strip("\n"))
+        click.echo('and set [consolidation] extractor = "openai"')
+        return text
+    if ask and not click.confirm(f"consolidate with {model}?", default=True):
+        return text
+    click.echo(
+        f'[llm]: {model} at {server.endpoint.base_url}; [consolidation] extractor = "openai"'
+    )
+    return local_models.with_llm(text, section)
 
 
 @click.group()

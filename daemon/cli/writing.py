@@ -26,6 +26,7 @@ from daemon.core import signal_types
 if TYPE_CHECKING:
     from daemon.client import Emitted
     from daemon.config import Config
+    from daemon.files.daily import DailyLog
 
 HUMAN = "human"
 
@@ -153,10 +154,28 @@ def consolidate(day: date | None, idempotency_key: str | None, config_path: Path
         return
     if was_live:
         click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
+        if config.consolidation.extractor == "mock":
+            _say_if_unread(config, daily, day)
     elif archived.exists():
         click.echo(f"{day.isoformat()} was already consolidated: {archived}")
     else:
         click.echo(f"nothing to consolidate: no daily file for {day.isoformat()}")
+
+
+def _say_if_unread(config: Config, daily: DailyLog, day: date) -> None:
+    """A day of lines that made no mark, with the mock extractor: say why, rather than let
+    ordinary sentences consolidate into nothing without a word."""
+    lines = [line for line in daily.read(day, archived=True) or [] if line.strip()]
+    if not lines:
+        return
+    with reading_store(config) as store:
+        cited = store.read_sync(lambda tx: tx.marks.citing(config.workspace, f"{day}.md"))
+    if not cited:
+        click.echo(
+            f"{len(lines)} lines, none in the `OBS subject=<path> <text>` form the mock "
+            "extractor reads, so no marks: configure [llm] and set [consolidation] "
+            'extractor = "openai" to extract from natural text'
+        )
 
 
 def _today(config: Config) -> date:

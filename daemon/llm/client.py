@@ -1,11 +1,16 @@
 """A small client for any OpenAI-compatible chat-completions endpoint (llama.cpp's server,
 Ollama, vLLM, hosted APIs), on httpx.
 
-It asks for JSON constrained by a schema (``response_format: json_schema``) and, when a
-server answers that it does not support that, asks again without it and remembers (the
-prompt itself also demands JSON only). A 429 or 503 is waited out as its ``Retry-After``
-says, a bounded number of times. Anything else that keeps an answer from arriving is an
-:class:`LLMError`, which fails the delivery and lets the bus retry it later.
+It asks for JSON constrained by a schema in one of three dialects, the first a server takes:
+``response_format: json_schema`` (OpenAI, vLLM, llama.cpp's own server, Ollama),
+``json_object`` with the schema beside it (llama-cpp-python's server), or no
+``response_format`` at all (the prompt itself also demands JSON only). A refusal is known by
+what it says (its body names ``response_format`` or ``json_schema``), whatever its status:
+llama-cpp-python answers ``json_schema`` with a 500. The dialect a server took is remembered
+per endpoint and model for the process's life, so it is learnt once, not on every request.
+A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. Anything
+else that keeps an answer from arriving is an :class:`LLMError`, which fails the delivery
+and lets the bus retry it later.
 
 What comes back is bounded and redacted before anyone keeps it. An answer is read in pieces
 and given up past ``max_answer_bytes`` (:class:`AnswerTooLarge`), so a runaway model cannot
@@ -28,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -40,6 +45,12 @@ log = structlog.get_logger("cambium.llm")
 
 Message = dict[str, str]
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+
+Dialect = Literal["json_schema", "json_object", "plain"]
+DIALECTS: tuple[Dialect, ...] = ("json_schema", "json_object", "plain")  # tried in order
+# Endpoint and model -> the dialect it took: one for the whole daemon, which builds a client
+# per use of the [llm] config (extraction, summaries) for the same server.
+LEARNT_DIALECTS: dict[tuple[str, str], Dialect] = {}
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -149,10 +160,54 @@ def _retry_after(response: Reply, cap: float) -> float:
     return min(max(seconds, 0.0), cap)
 
 
-def _refuses_schema(response: Reply) -> bool:
-    """A server that cannot constrain output says so with a 400 or 422 naming the field."""
-    return response.status_code in (400, 422) and (
+def _refuses_format(response: Reply) -> bool:
+    """A server that cannot constrain output this way says so naming the field, with a 400,
+    a 422 or (llama-cpp-python) a 500: what it says counts, not the code."""
+    return response.status_code != 200 and (
         "response_format" in response.text or "json_schema" in response.text
+    )
+
+
+def response_format(dialect: Dialect, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``response_format`` asking for ``schema`` in ``dialect`` (None: ask in words)."""
+    if dialect == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema, "strict": True},
+        }
+    if dialect == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The assistant's text and why it stopped: ``length`` means the server's token limit
+    cut it off."""
+
+    text: str
+    finish_reason: str | None = None
+    tokens: int = 0  # prompt and completion, as the server counted them (0: it did not say)
+
+    @property
+    def cut_off(self) -> bool:
+        return self.finish_reason == "length"
+
+
+def _completion(reply: Reply) -> Completion:
+    try:
+        answer = json.loads(reply.content)
+        choice = answer["choices"][0]
+        content = choice["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise LLMError("the model server's answer is not a chat completion") from None
+    usage = answer.get("usage")
+    tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
+    reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return Completion(
+        text=redacted_answer(content) if isinstance(content, str) else "",
+        finish_reason=reason if isinstance(reason, str) else None,
+        tokens=tokens if isinstance(tokens, int) else 0,
     )
 
 
@@ -167,44 +222,63 @@ class ChatClient:
     max_wait_seconds: float = 60.0
     max_answer_bytes: int = MAX_ANSWER_BYTES
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
-    schema_supported: bool = field(default=True, init=False)
+    dialects: dict[tuple[str, str], Dialect] = field(default_factory=lambda: LEARNT_DIALECTS)
+    tokens_used: int = field(default=0, init=False)  # over this client's life, as counted
 
     async def complete(self, messages: list[Message], schema: dict[str, Any] | None = None) -> str:
         """The assistant's text for ``messages``; with ``schema``, constrained to it where
         the server can."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "stream": False,
-        }
-        if schema is not None and self.schema_supported:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": schema, "strict": True},
-            }
+        return (await self.chat(messages, schema)).text
+
+    async def chat(
+        self, messages: list[Message], schema: dict[str, Any] | None = None
+    ) -> Completion:
+        """The completion for ``messages``, in the first dialect the server takes."""
+        key = (self.base_url, self.model)
         # Uncompressed, so the bytes counted against the cap are the bytes held.
         headers = {"Accept-Encoding": "identity"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         url = self.base_url.rstrip("/") + "/chat/completions"
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
-            response = await self._post(http, url, body)
-            if "response_format" in body and _refuses_schema(response):
-                log.info("llm without json_schema support: asking for plain JSON")
-                self.schema_supported = False
-                del body["response_format"]
+            while True:
+                dialect = self.dialects.get(key, DIALECTS[0]) if schema is not None else "plain"
+                body = self._body(messages, schema, dialect)
                 response = await self._post(http, url, body)
+                if "response_format" not in body or not _refuses_format(response):
+                    break
+                following = DIALECTS[DIALECTS.index(dialect) + 1]
+                log.info(
+                    "llm refused the response_format dialect",
+                    dialect=dialect,
+                    status=response.status_code,
+                    next=following,
+                )
+                self.dialects[key] = following
         if response.status_code != 200:
             raise LLMError(
                 f"the model server answered {response.status_code}: "
                 f"{redact_text(response.text)[:200]!r}"  # cut after redacting: no half key
             )
-        try:
-            content = json.loads(response.content)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise LLMError("the model server's answer is not a chat completion") from None
-        return redacted_answer(content) if isinstance(content, str) else ""
+        if schema is not None:
+            self.dialects[key] = dialect
+        completion = _completion(response)
+        self.tokens_used += completion.tokens
+        return completion
+
+    def _body(
+        self, messages: list[Message], schema: dict[str, Any] | None, dialect: Dialect
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "stream": False,
+        }
+        wanted = response_format(dialect, schema) if schema is not None else None
+        if wanted is not None:
+            body["response_format"] = wanted
+        return body
 
     async def _post(self, http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Reply:
         waited = 0

@@ -10,6 +10,13 @@
   extraction fails as a whole (:class:`ExtractionFailed`, which the bus marks dead at once)
   with the raw answer logged, truncated. Nothing is returned until every chunk succeeded,
   so a day is consolidated completely or not at all.
+- An answer the server cut off at its token limit (``finish_reason: length``) is not asked
+  for again unchanged (it would be cut off again): the chunk is split in halves, each asked
+  on its own, down to single lines. A single line whose answer is still cut off yields
+  nothing, with a warning naming the line: the model cannot say what it holds within its
+  limit, asking again would not change that, and failing the day for it would keep every
+  other line's facts out of the memory. The line itself stays in the archived day, where
+  recall still finds it.
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ INFERRED_STRENGTH = 0.6  # a model's reading of a day is weaker evidence than a 
 
 class ExtractionFailed(Undeliverable):
     """The model gave no usable answer for part of the day, however often it was asked."""
+
+
+class _CutOff(Exception):
+    """The answer for these lines ran into the server's token limit."""
 
 
 def chunk_ranges(total: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -100,11 +111,35 @@ class OpenAIExtractor:
                 continue
             numbered = list(enumerate(chunk, start=first))
             subjects = nearest_subjects(known_subjects, chunk)
-            facts = await self._ask(day, numbered, subjects)
+            facts = await self._facts(day, numbered, subjects)
             found.extend(_extraction(fact) for fact in facts)
         merged = merge_duplicates(found, self.similarity)
         log.info("llm extracted", day=day.isoformat(), facts=len(found), kept=len(merged))
         return merged
+
+    async def _facts(
+        self, day: date, numbered: list[tuple[int, str]], subjects: list[str]
+    ) -> list[Fact]:
+        """The facts in ``numbered``, asked for in halves while answers are cut off."""
+        if not any(text.strip() for _, text in numbered):
+            return []  # a half of blank lines holds nothing to ask about
+        try:
+            return await self._ask(day, numbered, subjects)
+        except _CutOff:
+            lines = f"{numbered[0][0]}-{numbered[-1][0]}"
+            if len(numbered) == 1:
+                log.warning(
+                    "llm answer cut off on one line: nothing taken",
+                    day=day.isoformat(),
+                    lines=lines,
+                )
+                return []
+            log.info("llm answer cut off: asking for each half", day=day.isoformat(), lines=lines)
+        half = len(numbered) // 2
+        return [
+            *await self._facts(day, numbered[:half], subjects),
+            *await self._facts(day, numbered[half:], subjects),
+        ]
 
     async def _ask(
         self, day: date, numbered: list[tuple[int, str]], subjects: list[str]
@@ -113,10 +148,13 @@ class OpenAIExtractor:
         conversation = extraction_messages(day, numbered, subjects)
         messages = conversation
         for attempt in range(1, self.max_attempts + 1):
-            answer = await self.client.complete(messages, SCHEMA)
+            completion = await self.client.chat(messages, SCHEMA)
+            answer = completion.text
             try:
                 return parse_answer(answer, first, last)
             except InvalidAnswer as exc:
+                if completion.cut_off:
+                    raise _CutOff from None
                 problem = str(exc)
             log.warning(
                 "llm answer invalid",

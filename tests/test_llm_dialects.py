@@ -1,0 +1,113 @@
+"""Local model servers' dialects, emulated by the scripted chat server: which
+``response_format`` a server takes is learnt from what its refusal says (whatever the status
+code) and remembered per endpoint and model; an answer cut off at the token limit splits
+the chunk instead of being asked for again unchanged."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from chat_server import LLAMA_CPP_PYTHON_REFUSAL, ChatServer, Reply, chat_server, facts
+from test_consolidation import all_marks
+from test_llm_extractor import ARNOLD, DAY, DAY_TEXT, RUNNING, Llm, run_day
+
+from daemon.llm.client import LLMError
+from daemon.store import Store
+from receptors.llm.answer import SCHEMA
+
+CUT_OFF = '{"facts": [{"subject": "people.arnold", "observation": "Arnold is mov'
+NOT_SUPPORTED = Reply(status=400, body='{"error": "response_format is not supported"}')
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    with chat_server() as running:
+        yield running
+
+
+def formats(server: ChatServer) -> list[str | None]:
+    return [(body.get("response_format") or {}).get("type") for body in server.requests]
+
+
+@pytest.mark.asyncio
+async def test_llama_cpp_pythons_500_refusal_leads_to_json_object_with_the_schema(
+    store: Store, tmp_path: Path, server: ChatServer
+) -> None:
+    server.refuses["json_schema"] = LLAMA_CPP_PYTHON_REFUSAL
+    server.say(facts(ARNOLD))
+    outcome, _ = await run_day(store, tmp_path, Llm(server))
+    assert outcome == "delivered"
+    assert [m.subject for m in all_marks(store)] == ["people.arnold.home"]
+    assert formats(server) == ["json_schema", "json_object"]
+    assert server.requests[1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
+
+
+@pytest.mark.asyncio
+async def test_the_dialect_learnt_is_remembered_for_the_endpoint_and_model(
+    server: ChatServer,
+) -> None:
+    server.refuses["json_schema"] = LLAMA_CPP_PYTHON_REFUSAL
+    server.say(facts(RUNNING), facts(ARNOLD))
+    first, second = Llm(server), Llm(server)  # a new client, as the daemon builds one per use
+    await first.extractor.extract(DAY, DAY_TEXT)
+    await second.extractor.extract(DAY, DAY_TEXT)
+    assert formats(server) == ["json_schema", "json_object", "json_object"]
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_takes_no_response_format_is_asked_in_words(
+    store: Store, tmp_path: Path, server: ChatServer
+) -> None:
+    server.refuses["json_schema"] = NOT_SUPPORTED
+    server.refuses["json_object"] = NOT_SUPPORTED
+    server.say(facts(ARNOLD))
+    outcome, _ = await run_day(store, tmp_path, Llm(server))
+    assert outcome == "delivered"
+    assert formats(server) == ["json_schema", "json_object", None]
+    assert "only" in server.requests[2]["messages"][0]["content"].lower()
+
+
+@pytest.mark.asyncio
+async def test_a_500_that_does_not_name_the_format_is_an_error_not_a_dialect(
+    server: ChatServer,
+) -> None:
+    server.say(Reply(status=500, body='{"error": "out of memory"}'))
+    with pytest.raises(LLMError, match="answered 500"):
+        await Llm(server).extractor.extract(DAY, DAY_TEXT)
+    assert formats(server) == ["json_schema"]
+
+
+@pytest.mark.asyncio
+async def test_an_answer_cut_off_at_the_token_limit_splits_the_chunk_down_to_one_line(
+    store: Store, tmp_path: Path, server: ChatServer
+) -> None:
+    cut = Reply(CUT_OFF, finish_reason="length")
+    # lines 1-3 cut; line 1 answers; lines 2-3 cut; line 2 answers; line 3 cut: given up.
+    server.say(cut, facts(RUNNING), cut, facts(ARNOLD), cut)
+    with structlog.testing.capture_logs() as logs:
+        outcome, _ = await run_day(store, tmp_path, Llm(server))
+    assert outcome == "delivered"
+    assert {m.subject for m in all_marks(store)} == {"people.arnold.home", "user.exercise.running"}
+    asked = [re.findall(r"lines (\d+ to \d+):", text)[0] for text in server.user_texts()]
+    assert asked == [
+        "1 to 3",
+        "1 to 1",
+        "2 to 3",
+        "2 to 2",
+        "3 to 3",
+    ]
+    gave_up = [e for e in logs if e["event"] == "llm answer cut off on one line: nothing taken"]
+    assert [e["lines"] for e in gave_up] == ["3-3"]
+    assert all(len(body["messages"]) == 2 for body in server.requests), "never the same again"
+
+
+@pytest.mark.asyncio
+async def test_a_half_of_blank_lines_is_not_asked_about(server: ChatServer) -> None:
+    server.say(Reply(CUT_OFF, finish_reason="length"), facts(RUNNING))
+    found = await Llm(server).extractor.extract(DAY, [DAY_TEXT[0], "", "  "])
+    assert [f.subject for f in found] == ["user.exercise.running"]
+    assert len(server.requests) == 2, "lines 2-3 are blank: no request for them"
