@@ -193,7 +193,15 @@ def test_json_outputs_and_how_strength_is_explained(home: DaemonHome) -> None:
         assert first["duplicate"] is False and first["deliveries"] == {"observation": "delivered"}
         again = ok(home, "emit", "memory.observation", "--payload", LUNCH, "--source-id", "chat")
         assert again.splitlines()[1].split() == ["observation", "delivered"]
+        typo = ("emit", "memory.observaton", "--payload", LUNCH, "--source-id", "chat")
+        assert "type: no receptor binds memory.observaton" in fails(home, 2, *typo)
+        no_evidence = '{"subject": "user.x", "observation": "o"}'
+        refused = fails(
+            home, 2, "emit", "memory.observation", "--payload", no_evidence, "--source-id", "s"
+        )
+        assert "payload.evidence: Field required" in refused
         keyed = ("emit", "x.y", "--payload", "{}", "--source-id", "s", "--idempotency-key", "k1")
+        keyed += ("--allow-unrouted",)
         assert "unrouted: no receptor binds x.y" in ok(home, *keyed)
         assert ok(home, *keyed).startswith("already stored as signal")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -10,8 +11,11 @@ from fastapi.responses import JSONResponse
 
 from daemon.api.deps import Problem, Running, settle
 from daemon.core.errors import FieldError
-from daemon.core.signal import Signal
+from daemon.core.signal import Signal, SignalRejected
+from daemon.schema.admission import admitted
+from daemon.schema.payloads import SeedPlanted
 from daemon.schema.waits import MAX_WAIT_SECONDS
+from daemon.services.review import PlantingRefused, check_planting
 from daemon.services.running import Services
 
 router = APIRouter(prefix="/v1/signals", tags=["signals"])
@@ -43,14 +47,55 @@ Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for 
 async def emit(request: Request) -> JSONResponse:
     # Every emit takes this path: it reads its one parameter itself instead of through
     # FastAPI's dependency and validation machinery (which costs more than the rest of
-    # the request), and the signal is validated once, by the bus.
+    # the request), and the signal is parsed once, here, then checked against the contract
+    # of the receptor that will apply it (what would only die is not stored).
     services: Services = request.app.state.services
+    bus = services.bus
     wait = _wait(request.query_params.get("wait"))
-    stored = await services.bus.emit_raw(await request.body())
+    data, allow_unrouted = _emission(await request.body())
+    signal = Signal.parse(data, now=bus.clock())
+    payload = admitted(
+        signal.type, signal.payload, routed=bus.routed, allow_unrouted=allow_unrouted
+    )
+    if isinstance(payload, SeedPlanted):
+        await _plantable(services, signal, payload)
+    stored = await bus.emit(signal)
     body: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
     if wait:
         body["deliveries"] = await settle(services, stored.id, wait)
     return JSONResponse(body, status_code=200 if stored.duplicate else 201)
+
+
+def _emission(body: bytes) -> tuple[bytes | dict[str, Any], bool]:
+    """The signal, and whether its emitter asked to store it though no receptor binds its
+    type (``allow_unrouted``, beside the signal's fields). Only a body that names it is
+    decoded here; every other is handed to the signal's own parser as it came."""
+    if b'"allow_unrouted"' not in body:
+        return body, False
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return body, False  # the signal's parser says what is wrong with it
+    if not isinstance(data, dict):
+        return body, False
+    allow = data.pop("allow_unrouted", False)
+    if not isinstance(allow, bool):
+        error = FieldError("allow_unrouted", "must be true or false")
+        raise Problem(422, f"{error.field}: {error.message}", [error])
+    return data, allow
+
+
+async def _plantable(services: Services, signal: Signal, seed: SeedPlanted) -> None:
+    """Refuse a seed the gates refuse, or one based on marks that do not stand."""
+    workspace = (
+        signal.workspace_id if "workspace_id" in signal.model_fields_set else services.bus.workspace
+    )
+    try:
+        await services.bus.store.read(
+            lambda tx: check_planting(tx, workspace, seed.proposed_change, seed.based_on_marks)
+        )
+    except PlantingRefused as exc:
+        raise SignalRejected([FieldError(f"payload.{exc.field}", str(exc))]) from None
 
 
 def _wait(given: str | None) -> float:

@@ -132,12 +132,15 @@ class AsyncClient(BaseClient):
         *,
         source_id: str | None = None,
         wait: float = 0.0,
+        allow_unrouted: bool = False,
         **fields: Any,
     ) -> Emitted:
         """Emit any signal. ``fields``: intensity, decay_days, affinity, workspace,
-        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries."""
+        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries.
+        ``allow_unrouted``: store it even though no receptor binds its type (otherwise
+        that is refused, like a payload its receptor would refuse)."""
         return await self._run(
-            self._emit_call(signal_type, payload or {}, source_id, wait, **fields)
+            self._emit_call(signal_type, payload or {}, source_id, wait, allow_unrouted, **fields)
         )
 
     async def observe(

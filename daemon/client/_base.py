@@ -98,10 +98,11 @@ class BaseClient:
         payload: dict[str, Any],
         source_id: str | None,
         wait: float,
+        allow_unrouted: bool = False,
         **fields: Any,
     ) -> Call[Emitted]:
         signal = build_signal(signal_type, payload, source_id=source_id or self.source_id, **fields)
-        return emit(signal, wait)
+        return emit(signal, wait, allow_unrouted=allow_unrouted)
 
 
 def new_idempotency_key() -> str:
@@ -171,9 +172,10 @@ def seeds(state: str | None) -> Call[list[SeedItem]]:
 # -- writes ------------------------------------------------------------------------------
 
 
-def emit(signal: dict[str, Any], wait: float) -> Call[Emitted]:
+def emit(signal: dict[str, Any], wait: float, *, allow_unrouted: bool = False) -> Call[Emitted]:
     """Store ``signal`` (checked here first, so bad input fails the same whether or not the
-    daemon runs). Without an ``idempotency_key`` it gets a fresh one."""
+    daemon runs; its payload against its receptor's contract by the daemon, which knows
+    its receptors). Without an ``idempotency_key`` it gets a fresh one."""
     signal = {"idempotency_key": new_idempotency_key()} | {
         k: v for k, v in signal.items() if v is not None
     }
@@ -187,7 +189,8 @@ def emit(signal: dict[str, Any], wait: float) -> Call[Emitted]:
         return Emitted.model_validate(body | {"idempotency_key": key})
 
     params = {"wait": _bounded_wait(wait)} if wait else None
-    return Call("POST", "/v1/signals", read, params, signal, wait, key)
+    body = signal | {"allow_unrouted": True} if allow_unrouted else signal
+    return Call("POST", "/v1/signals", read, params, body, wait, key)
 
 
 def build_signal(

@@ -133,11 +133,16 @@ class Client(BaseClient):
         *,
         source_id: str | None = None,
         wait: float = 0.0,
+        allow_unrouted: bool = False,
         **fields: Any,
     ) -> Emitted:
         """Emit any signal. ``fields``: intensity, decay_days, affinity, workspace,
-        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries."""
-        return self._run(self._emit_call(signal_type, payload or {}, source_id, wait, **fields))
+        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries.
+        ``allow_unrouted``: store it even though no receptor binds its type (otherwise
+        that is refused, like a payload its receptor would refuse)."""
+        return self._run(
+            self._emit_call(signal_type, payload or {}, source_id, wait, allow_unrouted, **fields)
+        )
 
     def observe(
         self,
