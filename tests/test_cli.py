@@ -347,6 +347,19 @@ def test_a_dead_delivery_is_delivered_by_a_retry(home: DaemonHome) -> None:
     daily.rmdir()
     daily.write_text("")
     with running(home):
+        fails(home, 1, "memory", "note", "a line to give up on", "--date", "2026-01-19")
+        [doomed] = as_json(home, "signals", "--status", "dead")
+        discarded = ok(home, "signals", "discard", doomed["id"])
+        assert discarded.startswith(f"discarded the dead deliveries of signal {doomed['id']}:")
+        assert "discarded by ada" in ok(home, "signals", "show", doomed["id"])
+        assert [r["id"] for r in as_json(home, "signals", "--status", "discarded")] == [
+            doomed["id"]
+        ]
+        message = fails(home, 1, "signals", "discard", doomed["id"])
+        assert message == f"cambium: no dead delivery to discard (signal id {doomed['id']})\n"
+        assert "give a signal ID, or --receptor NAME --all" in fails(home, 2, "signals", "discard")
+        assert as_json(home, "status")["deliveries"]["dead"] == 0
+
         message = fails(home, 1, "memory", "note", "walked by the river", "--date", "2026-01-20")
         [dead] = as_json(home, "signals", "--status", "dead")
         assert message.startswith("cambium: delivery to daily is dead: ")

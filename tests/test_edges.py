@@ -115,3 +115,64 @@ async def test_a_type_no_receptor_binds_needs_allow_unrouted(store: Store, tmp_p
         bad_flag = await edge.http.post("/v1/signals", json=typo | {"allow_unrouted": "yes"})
         assert fields(bad_flag) == ["allow_unrouted"]
         assert await stored_count(edge) == 2
+
+
+# -- discarding dead deliveries ----------------------------------------------------------
+
+
+async def dead_notes(edge: Doors, root: Path, *days: str) -> list[str]:
+    """Daily notes whose delivery dies at once: a file stands where the daily directory
+    should be (a fault even root cannot write through)."""
+    daily = root / "daily"
+    if daily.is_dir():
+        daily.rmdir()
+    daily.write_text("")
+    ids = []
+    for day in days:
+        answer = await edge.client.note(f"walked on {day}", day=day, wait=5)
+        assert answer.deliveries == {"daily": "dead"}
+        ids.append(answer.id)
+    return ids
+
+
+async def dead_count(edge: Doors) -> int:
+    return int((await edge.http.get("/v1/health")).json()["deliveries"]["dead"])
+
+
+@pytest.mark.asyncio
+async def test_dead_deliveries_are_discarded_one_or_all_and_say_by_whom(
+    store: Store, tmp_path: Path
+) -> None:
+    async with doors(store, tmp_path) as edge:
+        first, second, third = await dead_notes(edge, tmp_path, *DAYS)
+        assert await dead_count(edge) == 3
+
+        one = {"signal_id": first, "by": "ada"}
+        answer = await edge.http.post("/v1/signals/discard", json=one)
+        assert answer.status_code == 200 and answer.json()["applied"] is True
+        assert await dead_count(edge) == 2
+        [delivery] = (await edge.client.signal(first)).deliveries
+        assert delivery.status == "discarded" and delivery.discarded is not None
+        assert delivery.discarded.by == "ada" and delivery.discarded.at == T0
+        assert delivery.discarded.signal_id == answer.json()["signal_id"]
+        assert delivery.last_error  # why it died is kept
+        again = await edge.http.post("/v1/signals/discard", json=one)
+        assert again.json()["signal_id"] == answer.json()["signal_id"], "keyed by what it names"
+        assert (await edge.http.post(f"/v1/signals/{first}/retry")).status_code == 409
+
+        everything = await edge.client.discard(receptor="daily", every=True)
+        assert everything.applied and await dead_count(edge) == 0
+        audit = (await edge.client.signal(everything.signal_id)).model_dump()
+        assert audit["type"] == "memory.delivery_discarded" and audit["source_id"] == "edge"
+        assert {
+            d.status for s in (second, third) for d in (await edge.client.signal(s)).deliveries
+        } == {"discarded"}
+        nothing = await edge.http.post(
+            "/v1/signals/discard", json={"signal_id": second, "by": "ada"}
+        )
+        assert nothing.status_code == 404 and "no dead delivery" in nothing.json()["detail"]
+        vague = await edge.http.post("/v1/signals/discard", json={"receptor": "daily", "by": "a"})
+        assert vague.status_code == 422
+
+
+DAYS = ("2026-01-20", "2026-01-21", "2026-01-22")

@@ -1,4 +1,5 @@
-"""``/v1/signals``: emit, show, retry."""
+"""``/v1/signals``: emit, show, retry, and discard dead deliveries (through the command
+path, :mod:`daemon.services.commands`, so a discard is a signal in the audit trail)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 import math
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, model_validator
 
 from daemon.api.deps import Problem, Running, settle
 from daemon.core.errors import FieldError
@@ -109,6 +111,35 @@ def _wait(given: str | None) -> float:
         error = FieldError("wait", f"must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}")
         raise Problem(422, f"{error.field}: {error.message}", [error])
     return seconds
+
+
+class DiscardRequest(BaseModel):
+    """One signal's dead deliveries (to ``receptor``, or to every one), or with ``all``
+    every dead delivery of ``receptor``."""
+
+    signal_id: str | None = Field(None, min_length=1, max_length=128)
+    receptor: str | None = Field(None, min_length=1, max_length=128)
+    all: bool = False
+    by: str = Field(min_length=1, max_length=128, description="Who asks (a person's name).")
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DiscardRequest:
+        if (self.signal_id is None) == (not self.all):
+            raise ValueError("needs a signal_id, or a receptor with all: true")
+        if self.all and self.receptor is None:
+            raise ValueError("all: true needs the receptor whose dead deliveries to discard")
+        return self
+
+
+@router.post("/discard", summary="Give up on dead deliveries for good (audited, as a signal)")
+async def discard(body: DiscardRequest, services: Running, response: Response) -> dict[str, Any]:
+    outcome = await services.commands.discard(
+        body.signal_id, body.receptor, body.by, body.idempotency_key
+    )
+    if not outcome.applied:
+        response.status_code = 202
+    return {"signal_id": outcome.signal_id, "applied": outcome.applied}
 
 
 @router.get("/{signal_id}", summary="A signal and its deliveries")

@@ -16,6 +16,7 @@ from daemon.client._base import DEFAULT_SOURCE_ID, BaseClient, Decision
 from daemon.core import signal_types
 from daemon.schema.answers import (
     ContextBlock,
+    Discard,
     Emitted,
     Health,
     Recall,
@@ -252,6 +253,21 @@ class AsyncClient(BaseClient):
     ) -> dict[str, Any]:
         """Take back a seed's review (within the configured undo window)."""
         return await self._run(calls.undo_review(seed_id, reviewer, idempotency_key))
+
+    async def discard(
+        self,
+        signal_id: str | None = None,
+        *,
+        receptor: str | None = None,
+        every: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Discard:
+        """Give up for good on a signal's dead deliveries (to ``receptor``, or to every
+        one), or with ``every`` on all of ``receptor``'s: they stop counting as dead and
+        say who discarded them. Recorded as a signal."""
+        return await self._run(
+            calls.discard(signal_id, receptor, every, self.source_id, idempotency_key)
+        )
 
     async def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
         return await self._run(calls.retry(signal_id, wait))

@@ -29,6 +29,7 @@ from daemon.core.errors import FieldError, describe, field_errors
 from daemon.core.signal import Signal, SignalRejected
 from daemon.schema.answers import (
     ContextBlock,
+    Discard,
     Emitted,
     Health,
     Recall,
@@ -259,6 +260,19 @@ def retry(signal_id: str, wait: float) -> Call[Retried]:
     params = {"wait": _bounded_wait(wait)} if wait else None
     path = f"/v1/signals/{_segment(signal_id)}/retry"
     return Call("POST", path, _model(Retried), params, None, wait, signal_id)
+
+
+def discard(
+    signal_id: str | None, receptor: str | None, every: bool, by: str, idempotency_key: str | None
+) -> Call[Discard]:
+    """Give up on dead deliveries: a signal's (to ``receptor``, or to all), or with
+    ``every`` all of ``receptor``'s."""
+    key = idempotency_key or new_idempotency_key()
+    body: dict[str, Any] = {"by": by, "all": every, "idempotency_key": key}
+    body |= {k: v for k, v in {"signal_id": signal_id, "receptor": receptor}.items() if v}
+    return Call(
+        "POST", "/v1/signals/discard", _model(Discard), None, body, DELIVERY_WAIT_SECONDS, key
+    )
 
 
 def review(

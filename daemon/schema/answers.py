@@ -31,13 +31,22 @@ class Emitted(_Answer):
         return [r for r, status in (self.deliveries or {}).items() if status == "pending"]
 
 
+class Discarded(_Answer):
+    """Who gave up on a dead delivery, when, and the signal that records it."""
+
+    by: str
+    at: datetime
+    signal_id: str
+
+
 class Delivery(_Answer):
     receptor: str
-    status: str
+    status: str  # pending | delivered | dead | discarded
     attempts: int
     last_error: str | None = None
     next_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
+    discarded: Discarded | None = None
 
 
 class StoredSignal(_Answer):
@@ -61,6 +70,14 @@ class Retried(_Answer):
     id: str
     revived: list[str]
     deliveries: dict[str, str] | None = None
+
+
+class Discard(_Answer):
+    """A discard of dead deliveries: its signal, and whether it was applied within the
+    wait (if not, it is stored and will be)."""
+
+    signal_id: str
+    applied: bool
 
 
 class MarkItem(_Answer):

@@ -132,12 +132,12 @@ class Forget(Payload):
 
 
 class DeliveryDiscarded(Payload):
-    """Give up on dead deliveries for good: a signal's (of one receptor, or of all), or
-    every one of a receptor's that was dead when the discard was emitted."""
+    """Give up on dead deliveries for good (the signal's source is who did): a signal's (to
+    one receptor, or to every one), or every one of a receptor's that was dead when the
+    discard was emitted."""
 
     signal_id: Name | None = None
     receptor: Name | None = None
-    by: Name
 
     @model_validator(mode="after")
     def _something_named(self) -> DeliveryDiscarded:
