@@ -13,9 +13,10 @@ from pydantic import BaseModel, Field, model_validator
 
 from daemon.api.deps import Problem, Running, settle
 from daemon.core.errors import FieldError
+from daemon.core.records import Mark
 from daemon.core.signal import Signal, SignalRejected
 from daemon.schema.admission import admitted
-from daemon.schema.payloads import SeedPlanted
+from daemon.schema.payloads import Observation, SeedPlanted
 from daemon.schema.waits import MAX_WAIT_SECONDS
 from daemon.services.review import PlantingRefused, check_planting
 from daemon.services.running import Services
@@ -65,7 +66,20 @@ async def emit(request: Request) -> JSONResponse:
     body: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
     if wait:
         body["deliveries"] = await settle(services, stored.id, wait)
+        if isinstance(payload, Observation) and body["deliveries"].get("observation") == (
+            "delivered"
+        ):
+            body["mark"] = await _observed(services, stored.id)
     return JSONResponse(body, status_code=200 if stored.duplicate else 201)
+
+
+async def _observed(services: Services, signal_id: str) -> dict[str, str] | None:
+    """The mark a delivered observation made or reinforced, read back from the store."""
+    mark = await services.bus.store.read(lambda tx: tx.marks.made_by(signal_id))
+    if mark is None:  # forgotten since
+        return None
+    made = mark.id == Mark.id_for_signal(signal_id)
+    return {"id": mark.id, "outcome": "made" if made else "reinforced"}
 
 
 def _emission(body: bytes) -> tuple[bytes | dict[str, Any], bool]:

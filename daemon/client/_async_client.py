@@ -4,7 +4,7 @@ methods, awaited."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -120,6 +120,15 @@ class AsyncClient(BaseClient):
     ) -> ContextBlock:
         """Recall as prompt-ready text, never longer than ``max_chars``."""
         return await self._run(calls.context(calls.query(ContextQuery, locals())))
+
+    async def mark(self, mark_id: str) -> dict[str, Any]:
+        """One mark with its evidence, reinforcements and corrections (NotFound if none)."""
+        return await self._run(calls.mark(mark_id))
+
+    async def changes(self, since: datetime | str) -> dict[str, Any]:
+        """What changed since the instant ``since``: marks made, reinforced and ended,
+        seeds planted and reviewed, newest first."""
+        return await self._run(calls.changes(since))
 
     async def seeds(self, state: str | None = None) -> list[SeedItem]:
         return await self._run(calls.seeds(state))

@@ -9,7 +9,7 @@ import ipaddress
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote, urlsplit
@@ -139,6 +139,15 @@ def health() -> Call[Health]:
 
 def signal(signal_id: str) -> Call[StoredSignal]:
     return Call("GET", f"/v1/signals/{_segment(signal_id)}", _model(StoredSignal))
+
+
+def mark(mark_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/marks/{_segment(mark_id)}", dict)
+
+
+def changes(since: datetime | str) -> Call[dict[str, Any]]:
+    instant = since if isinstance(since, str) else since.isoformat()
+    return Call("GET", "/v1/changes", dict, params={"since": instant})
 
 
 def query(model: type[Q], arguments: dict[str, Any]) -> Q:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -121,6 +121,15 @@ class Client(BaseClient):
     ) -> ContextBlock:
         """Recall as prompt-ready text, never longer than ``max_chars``."""
         return self._run(calls.context(calls.query(ContextQuery, locals())))
+
+    def mark(self, mark_id: str) -> dict[str, Any]:
+        """One mark with its evidence, reinforcements and corrections (NotFound if none)."""
+        return self._run(calls.mark(mark_id))
+
+    def changes(self, since: datetime | str) -> dict[str, Any]:
+        """What changed since the instant ``since``: marks made, reinforced and ended,
+        seeds planted and reviewed, newest first."""
+        return self._run(calls.changes(since))
 
     def seeds(self, state: str | None = None) -> list[SeedItem]:
         return self._run(calls.seeds(state))

@@ -4,13 +4,20 @@ so ``model_dump(mode="json", by_alias=True)`` gives back what the daemon said.""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class ObservedMark(_Answer):
+    """The mark a delivered observation made, or the one it reinforced."""
+
+    id: str
+    outcome: Literal["made", "reinforced"]
 
 
 class Emitted(_Answer):
@@ -20,6 +27,7 @@ class Emitted(_Answer):
     duplicate: bool  # true: this idempotency key (or id) was already stored; nothing new
     idempotency_key: str | None = None  # the key it was sent with
     deliveries: dict[str, str] | None = None  # receptor -> status, when the call waited
+    mark: ObservedMark | None = None  # an observation's, once delivered within the wait
 
     @property
     def dead(self) -> list[str]:
