@@ -115,6 +115,9 @@ async def test_a_type_no_receptor_binds_needs_allow_unrouted(store: Store, tmp_p
         bad_flag = await edge.http.post("/v1/signals", json=typo | {"allow_unrouted": "yes"})
         assert fields(bad_flag) == ["allow_unrouted"]
         assert await stored_count(edge) == 2
+        schema = (await edge.http.get("/openapi.json")).json()["paths"]["/v1/signals"]["post"]
+        body = schema["requestBody"]["content"]["application/json"]["schema"]
+        assert body["properties"]["allow_unrouted"]["type"] == "boolean"
 
 
 # -- discarding dead deliveries ----------------------------------------------------------

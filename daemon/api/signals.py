@@ -23,6 +23,18 @@ from daemon.services.running import Services
 
 router = APIRouter(prefix="/v1/signals", tags=["signals"])
 
+
+def _emission_schema() -> dict[str, Any]:
+    """A signal's fields, and beside them the emitter's ``allow_unrouted``."""
+    schema = Signal.model_json_schema(by_alias=True)
+    schema["properties"]["allow_unrouted"] = {
+        "type": "boolean",
+        "default": False,
+        "description": "Store it even though no receptor binds its type (else 422)",
+    }
+    return schema
+
+
 Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for delivery")
 
 
@@ -42,7 +54,7 @@ Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for 
         ],
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": Signal.model_json_schema(by_alias=True)}},
+            "content": {"application/json": {"schema": _emission_schema()}},
         },
     },
     responses={200: {"description": "Already stored (duplicate)"}, 413: {}, 422: {}, 503: {}},
