@@ -114,7 +114,7 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "run", "status", "emit", "db upgrade",
         "memory recall", "memory mark", "memory note", "memory consolidate",
         "memory seeds", "memory seeds accept", "memory seeds reject", "memory substrate",
-        "signals", "signals show", "signals retry",
+        "signals", "signals show", "signals retry", "signals discard",
         "memory correct", "memory retract", "memory forget", "memory tombstones",
         "memory seeds undo", "export", "import",
         "loom",
