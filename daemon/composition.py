@@ -27,6 +27,7 @@ from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
 from receptors.daily_note import DailyNoteReceptor
 from receptors.digest import DigestReceptor
+from receptors.discards import DiscardReceptor
 from receptors.extractors import Extractor, MockExtractor
 from receptors.governance import GovernanceReceptor
 from receptors.observation import ObservationReceptor
@@ -77,6 +78,7 @@ def build_receptors(config: Config, store: Store, daily: DailyLog) -> list[Recep
         ),
         SeedReceptor(wither_days=config.seeds.wither_days, undo_hours=config.seeds.undo_hours),
         GovernanceReceptor(store),
+        DiscardReceptor(),
         DigestReceptor(store, daily, zone=config.zone, wither_days=config.seeds.wither_days),
         ConsolidationReceptor(
             store,

@@ -10,4 +10,5 @@ set is built from the config by :func:`daemon.composition.build_receptors`.
 | ``memory.seed_digest`` (weekly rhythm)        | digest                        |
 | ``memory.consolidate``                        | consolidation                 |
 | ``memory.daily_note``                         | daily                         |
+| ``memory.delivery_discarded``                 | discards                      |
 """

@@ -114,7 +114,7 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "run", "status", "emit", "db upgrade",
         "memory recall", "memory mark", "memory note", "memory consolidate",
         "memory seeds", "memory seeds accept", "memory seeds reject", "memory substrate",
-        "signals", "signals show", "signals retry",
+        "signals", "signals show", "signals retry", "signals discard",
         "memory correct", "memory retract", "memory forget", "memory tombstones",
         "memory seeds undo", "export", "import",
         "loom",
@@ -193,7 +193,15 @@ def test_json_outputs_and_how_strength_is_explained(home: DaemonHome) -> None:
         assert first["duplicate"] is False and first["deliveries"] == {"observation": "delivered"}
         again = ok(home, "emit", "memory.observation", "--payload", LUNCH, "--source-id", "chat")
         assert again.splitlines()[1].split() == ["observation", "delivered"]
+        typo = ("emit", "memory.observaton", "--payload", LUNCH, "--source-id", "chat")
+        assert "type: no receptor binds memory.observaton" in fails(home, 2, *typo)
+        no_evidence = '{"subject": "user.x", "observation": "o"}'
+        refused = fails(
+            home, 2, "emit", "memory.observation", "--payload", no_evidence, "--source-id", "s"
+        )
+        assert "payload.evidence: Field required" in refused
         keyed = ("emit", "x.y", "--payload", "{}", "--source-id", "s", "--idempotency-key", "k1")
+        keyed += ("--allow-unrouted",)
         assert "unrouted: no receptor binds x.y" in ok(home, *keyed)
         assert ok(home, *keyed).startswith("already stored as signal")
 
@@ -339,6 +347,19 @@ def test_a_dead_delivery_is_delivered_by_a_retry(home: DaemonHome) -> None:
     daily.rmdir()
     daily.write_text("")
     with running(home):
+        fails(home, 1, "memory", "note", "a line to give up on", "--date", "2026-01-19")
+        [doomed] = as_json(home, "signals", "--status", "dead")
+        discarded = ok(home, "signals", "discard", doomed["id"])
+        assert discarded.startswith(f"discarded the dead deliveries of signal {doomed['id']}:")
+        assert "discarded by ada" in ok(home, "signals", "show", doomed["id"])
+        assert [r["id"] for r in as_json(home, "signals", "--status", "discarded")] == [
+            doomed["id"]
+        ]
+        message = fails(home, 1, "signals", "discard", doomed["id"])
+        assert message == f"cambium: no dead delivery to discard (signal id {doomed['id']})\n"
+        assert "give a signal ID, or --receptor NAME --all" in fails(home, 2, "signals", "discard")
+        assert as_json(home, "status")["deliveries"]["dead"] == 0
+
         message = fails(home, 1, "memory", "note", "walked by the river", "--date", "2026-01-20")
         [dead] = as_json(home, "signals", "--status", "dead")
         assert message.startswith("cambium: delivery to daily is dead: ")

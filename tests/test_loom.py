@@ -29,6 +29,7 @@ from daemon.services.recall import Layers
 from daemon.services.running import Services
 from daemon.store import Store
 from receptors.daily_note import DailyNoteReceptor
+from receptors.discards import DiscardReceptor
 from receptors.observation import ObservationReceptor
 from receptors.seeds import SeedReceptor
 
@@ -97,7 +98,12 @@ async def open_loom(store: Store, tmp_path: Path) -> AsyncIterator[Loom]:
         workspace="default",
         zone=zone,
     )
-    receptors = [ObservationReceptor(), SeedReceptor(), DailyNoteReceptor(daily, zone=zone)]
+    receptors = [
+        ObservationReceptor(),
+        SeedReceptor(),
+        DailyNoteReceptor(daily, zone=zone),
+        DiscardReceptor(),
+    ]
     retry = RetryPolicy(max_attempts=1, base_delay=0.01, max_delay=0.05)
     async with SignalBus(store, receptors, retry=retry, clock=lambda: NOW) as bus:
         services = Services(
@@ -414,6 +420,39 @@ async def test_signals_filter_and_a_dead_one_is_delivered_by_a_retry(
         again = await loom.client.post(f"/loom/signals/{dead}/retry", data={"csrf": token})
         assert again.status_code == 409
         assert (await loom.client.get("/loom/signals/nope")).status_code == 404
+
+
+@pytest.mark.asyncio
+async def test_a_dead_delivery_is_discarded_by_a_button_and_stops_counting(
+    store: Store, tmp_path: Path
+) -> None:
+    async with open_loom(store, tmp_path) as loom:
+        dead = await loom.emit(
+            {
+                "type": "memory.seed_reviewed",
+                "source_id": "impatient",
+                "payload": {"seed_id": "sd_never", "decision": "rejected", "reviewer": "ada"},
+            }
+        )
+        assert "1 dead</a>" in await loom.page("/loom/health")
+        page = await loom.page(f"/loom/signals/{dead}")
+        assert 'id="discard"' in page
+        token = await loom.csrf(f"/loom/signals/{dead}")
+        path = f"/loom/signals/{dead}/discard"
+        assert (await loom.client.post(path, data={"by": "ada"})).status_code == 403
+        response = await loom.client.post(path, data={"csrf": token, "by": "ada"})
+        assert response.status_code == 303
+        after = await loom.page(response.headers["location"])
+        assert 'id="discard-outcome"' in after and 'id="discard"' not in after
+        assert '<span class="status status-discarded">discarded</span> by ada' in after
+        assert "0 dead</a>" in await loom.page("/loom/health")
+        assert dead in await loom.page("/loom/signals", status="discarded")
+        again = await loom.client.post(path, data={"csrf": token, "by": "ada"})
+        assert again.status_code == 303, "a repeat is answered with the first discard"
+        nothing = await loom.client.post(
+            "/loom/signals/nope/discard", data={"csrf": token, "by": "ada"}
+        )
+        assert nothing.status_code == 409
 
 
 # -- health and the page shell -------------------------------------------------------------

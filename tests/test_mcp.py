@@ -54,6 +54,7 @@ async def test_the_tools_are_listed_with_schemas_from_the_api_models(daemon: Dae
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == {
         "recall", "context", "observe", "note", "plant_seed", "list_seeds", "correct", "forget",
+        "get_mark", "recent_changes", "discard_dead",
     }  # fmt: skip
     for tool in tools.values():
         assert tool.description and len(tool.description) > 80, f"{tool.name}: say what it is for"

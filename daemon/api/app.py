@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon import __version__
-from daemon.api import context, governance, health, recall, seeds, signals
+from daemon.api import context, governance, health, marks, recall, seeds, signals
 from daemon.api.deps import Problem
 from daemon.bus import BusClosed
 from daemon.core.errors import describe, field_errors
@@ -42,7 +42,7 @@ def create_app(services: Services) -> FastAPI:
         redoc_url=None,
     )
     app.state.services = services
-    for module in (signals, recall, context, seeds, governance, health):
+    for module in (signals, recall, context, seeds, governance, marks, health):
         app.include_router(module.router)
 
     @app.exception_handler(Problem)

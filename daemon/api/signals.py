@@ -1,20 +1,39 @@
-"""``/v1/signals``: emit, show, retry."""
+"""``/v1/signals``: emit, show, retry, and discard dead deliveries (through the command
+path, :mod:`daemon.services.commands`, so a discard is a signal in the audit trail)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, model_validator
 
 from daemon.api.deps import Problem, Running, settle
 from daemon.core.errors import FieldError
-from daemon.core.signal import Signal
+from daemon.core.records import Mark
+from daemon.core.signal import Signal, SignalRejected
+from daemon.schema.admission import admitted
+from daemon.schema.payloads import Observation, SeedPlanted
 from daemon.schema.waits import MAX_WAIT_SECONDS
+from daemon.services.review import PlantingRefused, check_planting
 from daemon.services.running import Services
 
 router = APIRouter(prefix="/v1/signals", tags=["signals"])
+
+
+def _emission_schema() -> dict[str, Any]:
+    """A signal's fields, and beside them the emitter's ``allow_unrouted``."""
+    schema = Signal.model_json_schema(by_alias=True)
+    schema["properties"]["allow_unrouted"] = {
+        "type": "boolean",
+        "default": False,
+        "description": "Store it even though no receptor binds its type (else 422)",
+    }
+    return schema
+
 
 Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for delivery")
 
@@ -35,7 +54,7 @@ Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for 
         ],
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": Signal.model_json_schema(by_alias=True)}},
+            "content": {"application/json": {"schema": _emission_schema()}},
         },
     },
     responses={200: {"description": "Already stored (duplicate)"}, 413: {}, 422: {}, 503: {}},
@@ -43,14 +62,68 @@ Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for 
 async def emit(request: Request) -> JSONResponse:
     # Every emit takes this path: it reads its one parameter itself instead of through
     # FastAPI's dependency and validation machinery (which costs more than the rest of
-    # the request), and the signal is validated once, by the bus.
+    # the request), and the signal is parsed once, here, then checked against the contract
+    # of the receptor that will apply it (what would only die is not stored).
     services: Services = request.app.state.services
+    bus = services.bus
     wait = _wait(request.query_params.get("wait"))
-    stored = await services.bus.emit_raw(await request.body())
+    data, allow_unrouted = _emission(await request.body())
+    signal = Signal.parse(data, now=bus.clock())
+    payload = admitted(
+        signal.type, signal.payload, routed=bus.routed, allow_unrouted=allow_unrouted
+    )
+    if isinstance(payload, SeedPlanted):
+        await _plantable(services, signal, payload)
+    stored = await bus.emit(signal)
     body: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
     if wait:
         body["deliveries"] = await settle(services, stored.id, wait)
+        if isinstance(payload, Observation) and body["deliveries"].get("observation") == (
+            "delivered"
+        ):
+            body["mark"] = await _observed(services, stored.id)
     return JSONResponse(body, status_code=200 if stored.duplicate else 201)
+
+
+async def _observed(services: Services, signal_id: str) -> dict[str, str] | None:
+    """The mark a delivered observation made or reinforced, read back from the store."""
+    mark = await services.bus.store.read(lambda tx: tx.marks.made_by(signal_id))
+    if mark is None:  # forgotten since
+        return None
+    made = mark.id == Mark.id_for_signal(signal_id)
+    return {"id": mark.id, "outcome": "made" if made else "reinforced"}
+
+
+def _emission(body: bytes) -> tuple[bytes | dict[str, Any], bool]:
+    """The signal, and whether its emitter asked to store it though no receptor binds its
+    type (``allow_unrouted``, beside the signal's fields). Only a body that names it is
+    decoded here; every other is handed to the signal's own parser as it came."""
+    if b'"allow_unrouted"' not in body:
+        return body, False
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return body, False  # the signal's parser says what is wrong with it
+    if not isinstance(data, dict):
+        return body, False
+    allow = data.pop("allow_unrouted", False)
+    if not isinstance(allow, bool):
+        error = FieldError("allow_unrouted", "must be true or false")
+        raise Problem(422, f"{error.field}: {error.message}", [error])
+    return data, allow
+
+
+async def _plantable(services: Services, signal: Signal, seed: SeedPlanted) -> None:
+    """Refuse a seed the gates refuse, or one based on marks that do not stand."""
+    workspace = (
+        signal.workspace_id if "workspace_id" in signal.model_fields_set else services.bus.workspace
+    )
+    try:
+        await services.bus.store.read(
+            lambda tx: check_planting(tx, workspace, seed.proposed_change, seed.based_on_marks)
+        )
+    except PlantingRefused as exc:
+        raise SignalRejected([FieldError(f"payload.{exc.field}", str(exc))]) from None
 
 
 def _wait(given: str | None) -> float:
@@ -64,6 +137,35 @@ def _wait(given: str | None) -> float:
         error = FieldError("wait", f"must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}")
         raise Problem(422, f"{error.field}: {error.message}", [error])
     return seconds
+
+
+class DiscardRequest(BaseModel):
+    """One signal's dead deliveries (to ``receptor``, or to every one), or with ``all``
+    every dead delivery of ``receptor``."""
+
+    signal_id: str | None = Field(None, min_length=1, max_length=128)
+    receptor: str | None = Field(None, min_length=1, max_length=128)
+    all: bool = False
+    by: str = Field(min_length=1, max_length=128, description="Who asks (a person's name).")
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DiscardRequest:
+        if (self.signal_id is None) == (not self.all):
+            raise ValueError("needs a signal_id, or a receptor with all: true")
+        if self.all and self.receptor is None:
+            raise ValueError("all: true needs the receptor whose dead deliveries to discard")
+        return self
+
+
+@router.post("/discard", summary="Give up on dead deliveries for good (audited, as a signal)")
+async def discard(body: DiscardRequest, services: Running, response: Response) -> dict[str, Any]:
+    outcome = await services.commands.discard(
+        body.signal_id, body.receptor, body.by, body.idempotency_key
+    )
+    if not outcome.applied:
+        response.status_code = 202
+    return {"signal_id": outcome.signal_id, "applied": outcome.applied}
 
 
 @router.get("/{signal_id}", summary="A signal and its deliveries")

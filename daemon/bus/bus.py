@@ -61,6 +61,8 @@ class SignalBus:
             raise ValueError(f"receptor keys must be unique: {keys}")
         self.store = store
         self.receptors = list(receptors)
+        # The types some receptor applies; the edge refuses any other unless asked not to.
+        self.routed: frozenset[str] = frozenset().union(*(r.binds for r in self.receptors))
         self.workspace = workspace
         self.retry_policy = retry or RetryPolicy()
         self.clock = clock

@@ -132,6 +132,11 @@ def status(as_json: bool, config_path: Path | None) -> None:
 @click.option("--workspace", help="Workspace id (default: the configured one).")
 @click.option("--idempotency-key", help="Emit at most once per key; a repeat is a duplicate.")
 @click.option(
+    "--allow-unrouted",
+    is_flag=True,
+    help="Store it though no receptor binds TYPE (otherwise refused, exit 2).",
+)
+@click.option(
     "--wait",
     type=Number(0, 30),
     default=10,
@@ -149,6 +154,7 @@ def emit(
     affinity: tuple[str, ...],
     workspace: str | None,
     idempotency_key: str | None,
+    allow_unrouted: bool,
     wait: float,
     as_json: bool,
     config_path: Path | None,
@@ -156,7 +162,8 @@ def emit(
     """Emit a signal, as an agent or script would.
 
     The signal of TYPE is stored durably, then delivered; this waits for the deliveries
-    and exits 1 if one is dead.
+    and exits 1 if one is dead. A payload its receptor would refuse, or a TYPE no receptor
+    binds (without --allow-unrouted), is refused with exit 2 and not stored.
 
     \b
     Examples:
@@ -182,6 +189,7 @@ def emit(
             workspace=workspace,
             idempotency_key=idempotency_key,
             wait=wait,
+            allow_unrouted=allow_unrouted,
         )
         shown = answer.model_dump(mode="json", exclude_none=True)
         if as_json:

@@ -144,9 +144,11 @@ def signal_detail(signal: dict[str, Any]) -> RenderableType:
     else:
         deliveries = table("receptor", "status", "attempts", "at", "last error")
         for d in signal["deliveries"]:
-            at = d["delivered_at"] or d["next_attempt_at"]
+            discarded = d.get("discarded")
+            status = f"discarded by {discarded['by']}" if discarded else d["status"]
+            at = discarded["at"] if discarded else d["delivered_at"] or d["next_attempt_at"]
             deliveries.add_row(
-                d["receptor"], d["status"], str(d["attempts"]), when(at), d["last_error"] or "—"
+                d["receptor"], status, str(d["attempts"]), when(at), d["last_error"] or "—"
             )
     return Group(summary, Text(""), payload, Text(""), deliveries)
 

@@ -1,6 +1,6 @@
 """``cambium signals``: the signal log (the audit trail of the memory), one signal in full,
-and retrying dead deliveries. Listing and showing read the store directly; a retry goes
-through the daemon, which does the delivering."""
+retrying dead deliveries and discarding them. Listing and showing read the store directly;
+a retry or a discard goes through the daemon, which does the delivering."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from daemon.cli.common import (
+    BadInput,
     Failure,
     config_option,
     json_option,
@@ -19,7 +20,7 @@ from daemon.cli.common import (
     remember_config,
 )
 
-STATUSES = ("pending", "dead", "delivered", "unrouted")
+STATUSES = ("pending", "dead", "delivered", "discarded", "unrouted")
 
 
 @click.group(invoke_without_command=True)
@@ -52,6 +53,7 @@ def signals(
       cambium signals --type memory.observation --limit 5 --json
       cambium signals show 0f8e1c...
       cambium signals retry 0f8e1c...
+      cambium signals discard 0f8e1c...
     """
     remember_config(ctx, config_path)
     if ctx.invoked_subcommand is not None:
@@ -112,3 +114,32 @@ def retry(signal_id: str, config_path: Path | None) -> None:
         click.echo(f"retried signal {signal_id}")
         show(delivery_statuses(answer.deliveries or {}))
         check_deliveries(client, answer.id, answer.deliveries)
+
+
+@signals.command()
+@click.argument("signal_id", metavar="ID", required=False)
+@click.option("--receptor", metavar="NAME", help="Only the deliveries to this receptor.")
+@click.option("--all", "every", is_flag=True, help="Every dead delivery of --receptor.")
+@config_option
+def discard(
+    signal_id: str | None, receptor: str | None, every: bool, config_path: Path | None
+) -> None:
+    """Give up for good on dead deliveries that no retry can save (a payload that can never
+    be applied): a signal's, or with --receptor NAME --all every one of a receptor's. They
+    stop counting as dead; `signals show` says who discarded them and when. The discard is
+    a signal of its own, so the log keeps it. Exit 1 if there is nothing dead to discard.
+
+    \b
+    Examples:
+      cambium signals discard 0f8e1c...
+      cambium signals discard --receptor consolidation --all
+    """
+    from daemon.cli.client import daemon
+
+    if (signal_id is None) == (not every) or (every and receptor is None):
+        raise BadInput("give a signal ID, or --receptor NAME --all")
+    with daemon(load(config_path), login_name()) as client:
+        answer = client.discard(signal_id, receptor=receptor, every=every)
+    which = f"signal {signal_id}" if signal_id else f"receptor {receptor}"
+    state = "" if answer.applied else " (stored, not applied yet)"
+    click.echo(f"discarded the dead deliveries of {which}{state}: signal {answer.signal_id}")

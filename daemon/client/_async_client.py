@@ -4,7 +4,7 @@ methods, awaited."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -16,6 +16,7 @@ from daemon.client._base import DEFAULT_SOURCE_ID, BaseClient, Decision
 from daemon.core import signal_types
 from daemon.schema.answers import (
     ContextBlock,
+    Discard,
     Emitted,
     Health,
     Recall,
@@ -120,6 +121,15 @@ class AsyncClient(BaseClient):
         """Recall as prompt-ready text, never longer than ``max_chars``."""
         return await self._run(calls.context(calls.query(ContextQuery, locals())))
 
+    async def mark(self, mark_id: str) -> dict[str, Any]:
+        """One mark with its evidence, reinforcements and corrections (NotFound if none)."""
+        return await self._run(calls.mark(mark_id))
+
+    async def changes(self, since: datetime | str) -> dict[str, Any]:
+        """What changed since the instant ``since``: marks made, reinforced and ended,
+        seeds planted and reviewed, newest first."""
+        return await self._run(calls.changes(since))
+
     async def seeds(self, state: str | None = None) -> list[SeedItem]:
         return await self._run(calls.seeds(state))
 
@@ -132,12 +142,15 @@ class AsyncClient(BaseClient):
         *,
         source_id: str | None = None,
         wait: float = 0.0,
+        allow_unrouted: bool = False,
         **fields: Any,
     ) -> Emitted:
         """Emit any signal. ``fields``: intensity, decay_days, affinity, workspace,
-        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries."""
+        source_layer, idempotency_key. ``wait``: seconds to wait for its deliveries.
+        ``allow_unrouted``: store it even though no receptor binds its type (otherwise
+        that is refused, like a payload its receptor would refuse)."""
         return await self._run(
-            self._emit_call(signal_type, payload or {}, source_id, wait, **fields)
+            self._emit_call(signal_type, payload or {}, source_id, wait, allow_unrouted, **fields)
         )
 
     async def observe(
@@ -249,6 +262,21 @@ class AsyncClient(BaseClient):
     ) -> dict[str, Any]:
         """Take back a seed's review (within the configured undo window)."""
         return await self._run(calls.undo_review(seed_id, reviewer, idempotency_key))
+
+    async def discard(
+        self,
+        signal_id: str | None = None,
+        *,
+        receptor: str | None = None,
+        every: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Discard:
+        """Give up for good on a signal's dead deliveries (to ``receptor``, or to every
+        one), or with ``every`` on all of ``receptor``'s: they stop counting as dead and
+        say who discarded them. Recorded as a signal."""
+        return await self._run(
+            calls.discard(signal_id, receptor, every, self.source_id, idempotency_key)
+        )
 
     async def retry(self, signal_id: str, *, wait: float = 0.0) -> Retried:
         return await self._run(calls.retry(signal_id, wait))

@@ -9,7 +9,7 @@ import ipaddress
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote, urlsplit
@@ -29,6 +29,7 @@ from daemon.core.errors import FieldError, describe, field_errors
 from daemon.core.signal import Signal, SignalRejected
 from daemon.schema.answers import (
     ContextBlock,
+    Discard,
     Emitted,
     Health,
     Recall,
@@ -98,10 +99,11 @@ class BaseClient:
         payload: dict[str, Any],
         source_id: str | None,
         wait: float,
+        allow_unrouted: bool = False,
         **fields: Any,
     ) -> Call[Emitted]:
         signal = build_signal(signal_type, payload, source_id=source_id or self.source_id, **fields)
-        return emit(signal, wait)
+        return emit(signal, wait, allow_unrouted=allow_unrouted)
 
 
 def new_idempotency_key() -> str:
@@ -139,6 +141,15 @@ def signal(signal_id: str) -> Call[StoredSignal]:
     return Call("GET", f"/v1/signals/{_segment(signal_id)}", _model(StoredSignal))
 
 
+def mark(mark_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/marks/{_segment(mark_id)}", dict)
+
+
+def changes(since: datetime | str) -> Call[dict[str, Any]]:
+    instant = since if isinstance(since, str) else since.isoformat()
+    return Call("GET", "/v1/changes", dict, params={"since": instant})
+
+
 def query(model: type[Q], arguments: dict[str, Any]) -> Q:
     """A recall (or context) query from a method's arguments, named as the query's fields
     (``None``: the default); checked here first, so a bad one fails the same whether or not
@@ -171,9 +182,10 @@ def seeds(state: str | None) -> Call[list[SeedItem]]:
 # -- writes ------------------------------------------------------------------------------
 
 
-def emit(signal: dict[str, Any], wait: float) -> Call[Emitted]:
+def emit(signal: dict[str, Any], wait: float, *, allow_unrouted: bool = False) -> Call[Emitted]:
     """Store ``signal`` (checked here first, so bad input fails the same whether or not the
-    daemon runs). Without an ``idempotency_key`` it gets a fresh one."""
+    daemon runs; its payload against its receptor's contract by the daemon, which knows
+    its receptors). Without an ``idempotency_key`` it gets a fresh one."""
     signal = {"idempotency_key": new_idempotency_key()} | {
         k: v for k, v in signal.items() if v is not None
     }
@@ -187,7 +199,8 @@ def emit(signal: dict[str, Any], wait: float) -> Call[Emitted]:
         return Emitted.model_validate(body | {"idempotency_key": key})
 
     params = {"wait": _bounded_wait(wait)} if wait else None
-    return Call("POST", "/v1/signals", read, params, signal, wait, key)
+    body = signal | {"allow_unrouted": True} if allow_unrouted else signal
+    return Call("POST", "/v1/signals", read, params, body, wait, key)
 
 
 def build_signal(
@@ -256,6 +269,19 @@ def retry(signal_id: str, wait: float) -> Call[Retried]:
     params = {"wait": _bounded_wait(wait)} if wait else None
     path = f"/v1/signals/{_segment(signal_id)}/retry"
     return Call("POST", path, _model(Retried), params, None, wait, signal_id)
+
+
+def discard(
+    signal_id: str | None, receptor: str | None, every: bool, by: str, idempotency_key: str | None
+) -> Call[Discard]:
+    """Give up on dead deliveries: a signal's (to ``receptor``, or to all), or with
+    ``every`` all of ``receptor``'s."""
+    key = idempotency_key or new_idempotency_key()
+    body: dict[str, Any] = {"by": by, "all": every, "idempotency_key": key}
+    body |= {k: v for k, v in {"signal_id": signal_id, "receptor": receptor}.items() if v}
+    return Call(
+        "POST", "/v1/signals/discard", _model(Discard), None, body, DELIVERY_WAIT_SECONDS, key
+    )
 
 
 def review(

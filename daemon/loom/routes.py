@@ -39,7 +39,7 @@ from daemon.services.running import Services
 
 PREFIX = "/loom"
 MARK_STATES = ("active", "withered", "promoted")
-DELIVERY_STATUSES = ("pending", "delivered", "dead", "unrouted")
+DELIVERY_STATUSES = ("pending", "delivered", "dead", "discarded", "unrouted")
 SEARCH_LIMIT = 200
 SIGNAL_LIMIT = 200
 MAX_FIELD = 512  # longest search text or reviewer name a form may send
@@ -312,7 +312,13 @@ async def signal_page(signal_id: str, request: Request, loom: Pages) -> HTMLResp
     found = await loom.data.signal(signal_id)
     if found is None:
         return loom.error(404, "No such signal", f"there is no signal {signal_id}")
-    return loom.page("signal.html", signal=found, retried=request.query_params.get("retried"))
+    return loom.page(
+        "signal.html",
+        signal=found,
+        retried=request.query_params.get("retried"),
+        discarded=request.query_params.get("discarded"),
+        reviewer=loom.reviewer,
+    )
 
 
 @router.post("/signals/{signal_id}/retry")
@@ -329,6 +335,27 @@ async def retry_signal(signal_id: str, request: Request, loom: Pages) -> Respons
     await delivery_status(bus, signal_id, DELIVERY_WAIT_SECONDS)  # the page shows what it is
     target = f"{PREFIX}/signals/{quote(signal_id, safe='')}?retried={','.join(revived)}"
     return RedirectResponse(target, status_code=303)
+
+
+@router.post("/signals/{signal_id}/discard")
+async def discard_signal(signal_id: str, request: Request, loom: Pages) -> Response:
+    """Give up on the signal's dead deliveries, through the command path (a signal, so the
+    log says who did and when), as the API and the CLI do."""
+    form = await loom.form_of(request)
+    if isinstance(form, HTMLResponse):
+        return form
+    try:
+        who = _text(form.get("by", ""), "by", required=True, longest=128)
+    except BadField as exc:
+        return loom.error(422, "Bad discard", str(exc))
+    try:
+        outcome = await loom.services.commands.discard(signal_id, None, who)
+    except NotFound as exc:
+        return loom.error(409, "Nothing to discard", str(exc))
+    query = urlencode({"discarded": outcome.signal_id})
+    return RedirectResponse(
+        f"{PREFIX}/signals/{quote(signal_id, safe='')}?{query}", status_code=303
+    )
 
 
 @router.get("/health")

@@ -8,9 +8,12 @@ from typing import Any
 
 from daemon.client import AsyncClient, Emitted
 from daemon.mcp.arguments import (
+    ChangesArgs,
     ContextArgs,
     CorrectArgs,
+    DiscardArgs,
     ForgetArgs,
+    GetMarkArgs,
     ListSeedsArgs,
     NoteArgs,
     ObserveArgs,
@@ -65,7 +68,11 @@ async def observe(client: AsyncClient, args: ObserveArgs) -> str:
         affinity=args.affinity,
         **options(args),
     )
-    return await outcome(client, answer, f"observation about {args.subject}")
+    said = await outcome(client, answer, f"observation about {args.subject}")
+    if answer.mark is not None:
+        verb = "made mark" if answer.mark.outcome == "made" else "reinforced mark"
+        said += f"; {verb} {answer.mark.id}"
+    return said
 
 
 async def note(client: AsyncClient, args: NoteArgs) -> str:
@@ -104,3 +111,21 @@ async def forget(client: AsyncClient, args: ForgetArgs) -> str:
 async def list_seeds(client: AsyncClient, args: ListSeedsArgs) -> str:
     found = await client.seeds(args.state)
     return json.dumps([s.model_dump(mode="json") for s in found], ensure_ascii=False, indent=1)
+
+
+async def get_mark(client: AsyncClient, args: GetMarkArgs) -> str:
+    return json.dumps(await client.mark(args.mark_id), ensure_ascii=False, indent=1)
+
+
+async def recent_changes(client: AsyncClient, args: ChangesArgs) -> str:
+    return json.dumps(await client.changes(args.since), ensure_ascii=False, indent=1)
+
+
+async def discard(client: AsyncClient, args: DiscardArgs) -> str:
+    answer = await client.discard(
+        args.signal_id,
+        receptor=args.receptor,
+        every=args.all,
+        idempotency_key=args.idempotency_key,
+    )
+    return json.dumps(answer.model_dump(mode="json"), ensure_ascii=False, indent=1)

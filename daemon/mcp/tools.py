@@ -13,14 +13,18 @@ from pydantic import BaseModel
 from daemon.client import AsyncClient
 from daemon.mcp import actions
 from daemon.mcp.arguments import (
+    ChangesArgs,
     ContextArgs,
     CorrectArgs,
+    DiscardArgs,
     ForgetArgs,
+    GetMarkArgs,
     ListSeedsArgs,
     NoteArgs,
     ObserveArgs,
     PlantSeedArgs,
     RecallArgs,
+    alias_names,
 )
 
 INSTRUCTIONS = """\
@@ -43,12 +47,18 @@ class Tool:
     read_only: bool
     hints: dict[str, str]  # argument -> description, for the schema a model reads
     destructive: bool = False
+    # Calling it again with the same arguments changes nothing more. True of the reads
+    # only: a write's repeat reinforces, appends or plants again, which is what a repeat
+    # means. A write is made safe to retry by its idempotency_key, not by this hint.
+    idempotent: bool | None = None
 
     def listing(self) -> types.Tool:
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         for name, hint in self.hints.items():
-            schema["properties"][name]["description"] = hint
+            aliases = alias_names(self.arguments, name)
+            also = f" (also accepted as {', '.join(aliases)})" if aliases else ""
+            schema["properties"][name]["description"] = hint + also
         return types.Tool(
             name=self.name,
             description=self.description,
@@ -56,7 +66,8 @@ class Tool:
             annotations=types.ToolAnnotations(
                 read_only_hint=self.read_only,
                 destructive_hint=self.destructive,
-                idempotent_hint=True,
+                idempotent_hint=self.read_only if self.idempotent is None else self.idempotent,
+                open_world_hint=False,
             ),
         )
 
@@ -75,7 +86,8 @@ _WRITE_HINTS = {
     "intensity": "How sure or important, 0..1 (default 0.7).",
     "decay_days": "Half-life in days; 0 never fades (default 14).",
     "idempotency_key": "Repeat the key of an earlier call whose outcome was unclear: "
-    "it is stored at most once.",
+    "it is stored at most once. Without one, every call counts (a repeated observation "
+    "reinforces its mark, a repeated note is a second line).",
 }
 
 TOOLS = {
@@ -189,6 +201,43 @@ TOOLS = {
                 "subject": "A dot path: every mark under it is forgotten (user.health).",
                 "mark_id": "One mark (and its corrections) to forget.",
                 "reason": "Why, in a few words (the user asked).",
+                "idempotency_key": _WRITE_HINTS["idempotency_key"],
+            },
+            destructive=True,
+        ),
+        Tool(
+            "get_mark",
+            "One mark in full: its text, subject, strength inputs and state, the evidence "
+            "it was made from, every reinforcement (when, by whom, on what evidence) and the "
+            "marks that corrected it or that it corrected. Use it to check what `observe` "
+            "made, or before correcting or forgetting a mark found with `recall`.",
+            GetMarkArgs,
+            actions.get_mark,
+            True,
+            {"mark_id": "The mark's id (from recall or observe)."},
+        ),
+        Tool(
+            "recent_changes",
+            "What changed in the memory since an instant, newest first: marks made, "
+            "reinforced and ended (corrected, retracted, forgotten), seeds planted and "
+            "reviewed. Use it to catch up on what you or other agents and the user did.",
+            ChangesArgs,
+            actions.recent_changes,
+            True,
+            {"since": "An ISO instant with its offset, like 2026-03-01T09:00:00Z."},
+        ),
+        Tool(
+            "discard_dead",
+            "Give up for good on dead deliveries (signals a receptor refused and no retry "
+            "can save): one signal's, or every one of a receptor's. They stop counting as "
+            "dead and stay in the log marked as discarded by you. Only when the user asks.",
+            DiscardArgs,
+            actions.discard,
+            False,
+            {
+                "signal_id": "The signal whose dead deliveries to discard.",
+                "receptor": "Only its deliveries to this receptor; with all, every one.",
+                "all": "Discard every dead delivery of the receptor (needs receptor).",
                 "idempotency_key": _WRITE_HINTS["idempotency_key"],
             },
             destructive=True,

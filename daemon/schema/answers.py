@@ -4,13 +4,20 @@ so ``model_dump(mode="json", by_alias=True)`` gives back what the daemon said.""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class ObservedMark(_Answer):
+    """The mark a delivered observation made, or the one it reinforced."""
+
+    id: str
+    outcome: Literal["made", "reinforced"]
 
 
 class Emitted(_Answer):
@@ -20,6 +27,7 @@ class Emitted(_Answer):
     duplicate: bool  # true: this idempotency key (or id) was already stored; nothing new
     idempotency_key: str | None = None  # the key it was sent with
     deliveries: dict[str, str] | None = None  # receptor -> status, when the call waited
+    mark: ObservedMark | None = None  # an observation's, once delivered within the wait
 
     @property
     def dead(self) -> list[str]:
@@ -31,13 +39,22 @@ class Emitted(_Answer):
         return [r for r, status in (self.deliveries or {}).items() if status == "pending"]
 
 
+class Discarded(_Answer):
+    """Who gave up on a dead delivery, when, and the signal that records it."""
+
+    by: str
+    at: datetime
+    signal_id: str
+
+
 class Delivery(_Answer):
     receptor: str
-    status: str
+    status: str  # pending | delivered | dead | discarded
     attempts: int
     last_error: str | None = None
     next_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
+    discarded: Discarded | None = None
 
 
 class StoredSignal(_Answer):
@@ -61,6 +78,14 @@ class Retried(_Answer):
     id: str
     revived: list[str]
     deliveries: dict[str, str] | None = None
+
+
+class Discard(_Answer):
+    """A discard of dead deliveries: its signal, and whether it was applied within the
+    wait (if not, it is stored and will be)."""
+
+    signal_id: str
+    applied: bool
 
 
 class MarkItem(_Answer):

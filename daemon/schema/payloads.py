@@ -128,3 +128,21 @@ class Forget(Payload):
         if (self.subject is None) == (self.mark_id is None):
             raise ValueError("needs exactly one of subject and mark_id")
         return self
+
+
+# -- memory.delivery_discarded -----------------------------------------------------------
+
+
+class DeliveryDiscarded(Payload):
+    """Give up on dead deliveries for good (the signal's source is who did): a signal's (to
+    one receptor, or to every one), or every one of a receptor's that was dead when the
+    discard was emitted."""
+
+    signal_id: Name | None = None
+    receptor: Name | None = None
+
+    @model_validator(mode="after")
+    def _something_named(self) -> DeliveryDiscarded:
+        if self.signal_id is None and self.receptor is None:
+            raise ValueError("needs signal_id, receptor, or both")
+        return self

@@ -1,6 +1,6 @@
-"""A person's command: review a seed, undo a review, correct, retract or forget a mark. One
-path for every door (the API, and through it the CLI and MCP; Loom's forms), so each
-command is checked, recorded and answered the same way:
+"""A person's command: review a seed, undo a review, correct, retract or forget a mark,
+discard dead deliveries. One path for every door (the API, and through it the CLI and MCP;
+Loom's forms), so each command is checked, recorded and answered the same way:
 
 1. A repeat of a request with the same idempotency key gets the first one's outcome (its
    signal id is derived from the key), not a refusal.
@@ -28,7 +28,7 @@ from daemon.config import SeedsConfig
 from daemon.core import signal_types
 from daemon.core.clock import Clock
 from daemon.schema.waits import DELIVERY_WAIT_SECONDS
-from daemon.services.errors import Conflict
+from daemon.services.errors import Conflict, NotFound
 from daemon.services.governance import ForgetTarget, standing, to_forget
 from daemon.services.review import reviewable, undoable
 from daemon.store import Tx
@@ -169,6 +169,32 @@ class Commands:
             lambda tx: to_forget(tx, self.workspace, target),
             key,
         )
+
+    async def discard(
+        self, signal_id: str | None, receptor: str | None, by: str, key: str | None = None
+    ) -> Outcome:
+        """Give up for good on a signal's dead deliveries (to ``receptor``, or to every
+        one), or on all of ``receptor``'s. A signal's discard is keyed by what it names, so
+        asking again is answered with the first outcome."""
+        if key is None and signal_id is not None:
+            key = f"{signal_id}/{receptor or '*'}"
+        named = {"signal_id": signal_id, "receptor": receptor}
+
+        def rule(tx: Tx) -> None:
+            if not tx.signals.count_dead(signal_id, receptor):
+                which = " ".join(f"{k.replace('_', ' ')} {v}" for k, v in named.items() if v)
+                raise NotFound(f"no dead delivery to discard ({which})")
+
+        command = _Command(
+            signal_types.DELIVERY_DISCARDED,
+            {k: v for k, v in named.items() if v is not None},
+            by,
+            "discards",
+            rule,
+            key,
+        )
+        async with self.governing:
+            return await self._run(command)
 
     async def _govern(
         self,

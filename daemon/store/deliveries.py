@@ -4,7 +4,8 @@ wrong:
 
 - ``seq <= since``, or a type it does not bind: not its signal;
 - a ``delivery_failures`` row: what that row says (``pending`` with attempts and the last
-  error, ``dead``, or ``delivered`` after failing);
+  error, ``dead``, ``delivered`` after failing, or ``discarded``: dead and given up on by a
+  person, who is named in place of its checkpoint since it is never delivered again);
 - otherwise ``seq <= position``: delivered; above it: pending.
 
 :class:`Deliveries` hands out what a receptor has to deliver next, settles it, records its
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, false, or_, select, update
+from sqlalchemy import ColumnElement, Row, and_, false, func, or_, select, update
 
 from daemon.core.clock import iso
 from daemon.core.signal import Signal
@@ -50,11 +51,12 @@ class DeliveryState:
     """Where one receptor is with one signal."""
 
     receptor: str
-    status: str  # pending | delivered | dead
+    status: str  # pending | delivered | dead | discarded
     attempts: int
     last_error: str | None
     next_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
+    discarded: Discarded | None = None
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         shown: dict[str, Any] = {
@@ -66,7 +68,21 @@ class DeliveryState:
         if full:
             shown["next_attempt_at"] = _iso_or_none(self.next_attempt_at)
             shown["delivered_at"] = _iso_or_none(self.delivered_at)
+        if self.discarded is not None:
+            shown["discarded"] = self.discarded.to_json()
         return shown
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """Who gave up on a dead delivery, when, and the signal that says so."""
+
+    by: str
+    at: datetime
+    signal_id: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"by": self.by, "at": iso(self.at), "signal_id": self.signal_id}
 
 
 @dataclass(frozen=True)
@@ -225,6 +241,33 @@ class Deliveries(ReceptorCursors):
             )
         return revived
 
+    def count_dead(self, signal_id: str | None, receptor: str | None) -> int:
+        """How many dead deliveries there are of ``signal_id`` (every signal's, if None) to
+        ``receptor`` (every receptor's, if None)."""
+        return int(
+            self.connection.execute(
+                select(func.count()).where(_dead(signal_id, receptor))
+            ).scalar_one()
+        )
+
+    def discard_dead(
+        self, signal_id: str | None, receptor: str | None, by: str, at: datetime, discard_id: str
+    ) -> int:
+        """Give up on the dead deliveries :meth:`count_dead` counts that died by ``at``, for
+        ``by`` (the signal ``discard_id`` says so): they are not retried again and no longer
+        count as dead. How many."""
+        result = self.connection.execute(
+            update(failures)
+            .where(_dead(signal_id, receptor), failures.c.updated_at <= at)
+            .values(
+                status="discarded",
+                next_attempt_at=None,
+                checkpoint={"discarded": {"by": by, "signal_id": discard_id}},
+                updated_at=at,
+            )
+        )
+        return int(result.rowcount)
+
     def _having_status(self, status: str) -> ColumnElement[bool]:
         def failure(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
             return (
@@ -235,8 +278,8 @@ class Deliveries(ReceptorCursors):
             return and_(signals.c.type.in_(sorted(cursor.binds)), signals.c.seq > cursor.since)
 
         every = [c for c in self.cursors() if c.binds]
-        if status == "dead":
-            return failure(failures.c.status == "dead")
+        if status in ("dead", "discarded"):
+            return failure(failures.c.status == status)
         if status == "pending":
             return or_(
                 failure(failures.c.status == "pending"),
@@ -324,6 +367,15 @@ def _mark_failures_delivered(receptor: str, now: datetime) -> Any:
     )
 
 
+def _dead(signal_id: str | None, receptor: str | None) -> ColumnElement[bool]:
+    conditions: list[ColumnElement[bool]] = [failures.c.status == "dead"]
+    if signal_id is not None:
+        conditions.append(failures.c.signal_id == signal_id)
+    if receptor is not None:
+        conditions.append(failures.c.receptor == receptor)
+    return and_(*conditions)
+
+
 def _delivery(receptor: str, row: Row[Any], *, revived: bool = False) -> Delivery:
     return Delivery(
         seq=row.seq,
@@ -336,6 +388,10 @@ def _delivery(receptor: str, row: Row[Any], *, revived: bool = False) -> Deliver
 
 
 def _state_of_failure(row: Row[Any]) -> DeliveryState:
+    discarded = None
+    if row.status == "discarded":
+        given_up = (row.checkpoint or {}).get("discarded", {})
+        discarded = Discarded(given_up.get("by", ""), row.updated_at, given_up.get("signal_id", ""))
     return DeliveryState(
         receptor=row.receptor,
         status=row.status,
@@ -343,4 +399,5 @@ def _state_of_failure(row: Row[Any]) -> DeliveryState:
         last_error=row.last_error,
         next_attempt_at=row.next_attempt_at,
         delivered_at=row.updated_at if row.status == "delivered" else None,
+        discarded=discarded,
     )
