@@ -43,7 +43,7 @@ from daemon.core.signal import Signal
 from daemon.core.strength import withers
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
-from daemon.files.fs import RefusedFile
+from daemon.fs import RefusedFile
 from daemon.schema.payloads import Consolidate
 from daemon.store import Store, Tx
 from receptors.common import parse_payload

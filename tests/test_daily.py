@@ -15,10 +15,10 @@ import pytest
 import structlog
 from disk import Crash, Disk
 
+from daemon import fs
 from daemon.core.days import InvalidDay, parse_day
-from daemon.files import fs
 from daemon.files.daily import Claim, DailyLog
-from daemon.files.fs import Folder
+from daemon.fs import Folder
 from daemon.search.daily import DailyHit, _spans, _with_neighbours
 
 DAY = date(2026, 4, 11)

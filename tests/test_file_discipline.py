@@ -24,7 +24,7 @@ import pytest
 import structlog
 
 from daemon.files.daily import DailyLog
-from daemon.files.fs import Folder, RefusedFile, read_regular
+from daemon.fs import Folder, RefusedFile, read_regular
 
 DAY = date(2026, 4, 11)
 NAME = "2026-04-11.md"

@@ -343,7 +343,7 @@ def test_the_cache_is_private_and_never_written_through_a_link(
     import os
     import stat
 
-    from daemon.files.fs import RefusedFile
+    from daemon.fs import RefusedFile
 
     path = tmp_path / "data" / "embeddings.sqlite"
     before = os.umask(0o022)  # a usual umask: files 0644, directories 0755

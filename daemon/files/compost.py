@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from daemon.files.fs import read_regular
+from daemon.fs import read_regular
 from daemon.search.text import Index
 
 log = structlog.get_logger("cambium.compost")

@@ -8,7 +8,7 @@ outside go through :func:`parse_day` first, so nothing like ``../../etc/passwd``
 file. Lines are split on ``\\n`` alone (a trailing ``\\r`` is dropped), so line numbers
 agree with any editor, and they are 1-indexed.
 
-Every write goes through :mod:`daemon.files.fs`: entries of the (resolved) daily directory
+Every write goes through :mod:`daemon.fs`: entries of the (resolved) daily directory
 and its ``archive/``, opened by name relative to the open directory, never through a
 symlink, never a FIFO or a hard-linked file; appends are whole lines or nothing, fsynced
 before they return; whatever is created is 0600 / 0700.
@@ -42,7 +42,7 @@ from pathlib import Path
 import structlog
 
 from daemon.core.days import InvalidDay, parse_day
-from daemon.files.fs import Folder, RefusedFile, open_folder, read_regular
+from daemon.fs import Folder, RefusedFile, open_folder, read_regular
 from daemon.search.daily import DailyHit, DailyIndex, LineKey
 from daemon.search.fusion import DenseRanker
 
@@ -104,7 +104,7 @@ class DailyLog:
 
     def path(self, day: date, *, archived: bool = False) -> Path:
         """Where the day's live (or archived) file is, to show a person; every read and
-        write goes through :mod:`daemon.files.fs` instead."""
+        write goes through :mod:`daemon.fs` instead."""
         return (self.archive_directory if archived else self.directory) / _name(day)
 
     def read(self, day: date, *, archived: bool = False) -> list[str] | None:

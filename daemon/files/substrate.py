@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from daemon.files.fs import read_regular
+from daemon.fs import read_regular
 from daemon.search.fusion import (
     DENSE_CANDIDATES,
     DENSE_WEIGHT,

@@ -137,7 +137,8 @@ class ReceptorInfo(_Answer):
 
 
 class Health(_Answer):
-    status: str
+    status: str  # ok, or degraded with the cause in ``problem``
+    problem: str | None = None
     version: str
     uptime_seconds: float
     workspace: str

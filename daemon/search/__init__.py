@@ -17,7 +17,7 @@ that must not outlive its deletion) and asked for ``scores(query, where=...)`` o
 :class:`~daemon.search.fusion.DenseRanker`. A persistent index (FTS5, tsvector) plugs in
 at that seam.
 
-May import ``daemon.core``, the file layers' one way to the disk (``daemon.files.fs``, for
+May import ``daemon.core``, the file layers' one way to the disk (``daemon.fs``, for
 the embedding cache's and the converted model's private files) and, for the semantic
 model's settings, ``daemon.config``: no SQL, no bus, no file layer.
 """

@@ -31,7 +31,7 @@ import onnxruntime
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
-from daemon.files.fs import FILE_MODE, make_private_directory
+from daemon.fs import FILE_MODE, make_private_directory
 
 Vectors = NDArray[np.float32]
 

@@ -34,7 +34,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from daemon.config import RecallConfig
-from daemon.files.fs import make_private_file
+from daemon.fs import make_private_file
 from daemon.search.embedding import (
     BATCH,
     DEFAULT_MODEL_ID,

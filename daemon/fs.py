@@ -1,4 +1,5 @@
-"""The one way the file layers touch the disk.
+"""The one way the file layers and the search package touch the disk (it imports nothing
+of ours, so both can stand on it).
 
 Readers (substrate, daily, compost) open every file with :func:`read_regular`: it never
 blocks on a FIFO or a device (the open is non-blocking and anything but a regular file is
