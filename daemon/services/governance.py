@@ -206,7 +206,7 @@ def _carries_it(forgetting: Forgetting, linked: bool, payload: dict[str, Any]) -
         return forgetting.names_seed(
             payload.get("subject"), payload["proposed_change"], payload.get("based_on_marks")
         )
-    if carries(payload, forgetting.lines):  # a daily note of a cited line
+    if payload.get("text") in forgetting.lines:  # the daily note of a cited line
         return True
     marks = {m.observation for m in forgetting.marks}
     return carries(payload, marks) and (
