@@ -22,13 +22,13 @@ from support import FAST_RETRY, T0, emit_and_settle, make_signal
 
 from daemon.bus import SignalBus
 from daemon.core.clock import Clock
-from daemon.core.forgetting import mentions
-from daemon.core.records import MARK_STATES
+from daemon.core.forgetting import forgotten_marker, mentions
+from daemon.core.records import MARK_STATES, derived_id
 from daemon.files.daily import DailyLog
 from daemon.services.archive import export_archive
 from daemon.services.commands import Commands
 from daemon.services.errors import Invalid, NotFound
-from daemon.services.governance import ForgetTarget
+from daemon.services.governance import ForgetTarget, Forgetting, erase_copies, to_forget
 from daemon.services.mark_text import MarkText
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
@@ -271,3 +271,26 @@ async def test_forget_lists_the_live_lines_that_still_mention_it(
         live = memory.daily.live_lines(lambda line: mentions(line, forgotten.mentions))
         assert live == [(today, 2)]
         assert memory.daily.read(today) == before  # the person's file is theirs
+
+
+@pytest.mark.asyncio
+async def test_a_forget_interrupted_after_the_archive_was_redacted_completes(
+    store: Store, tmp_path: Path
+) -> None:
+    """A crash after steps 1 and 2 (copies erased, archive redacted) and before the marks'
+    commit: the redelivered forget finds the marks again, the archive already redacted
+    (the line stays one marker), and counts what the first attempt erased."""
+    async with remembered(store, tmp_path) as memory:
+        asked = make_signal("memory.forget", {"subject": "user.health", "reason": "private"})
+        target = ForgetTarget(subject="user.health")
+        planned = store.read_sync(lambda tx: to_forget(tx, "default", target))
+        lines = tuple(memory.daily.archived_lines(planned.cited()))
+        first = Forgetting(target, planned.marks, planned.evidence, lines)
+        await store.write(lambda tx: erase_copies(tx, asked, first))
+        marker = forgotten_marker(derived_id("tb", asked.id))
+        assert memory.daily.redact_archive(planned.cited(), marker) == 1
+        assert await emit_and_settle(memory.bus, asked) == {"governance": "delivered"}
+    assert memory.daily.read(DAY, archived=True) == [KEPT, marker]
+    [tombstone] = store.read_sync(lambda tx: tx.tombstones.listing("default"))
+    assert (tombstone.marks_erased, tombstone.signals_erased) == (1, 2)  # note, planting
+    assert holding(store, SECRET) == []
