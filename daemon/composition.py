@@ -21,6 +21,7 @@ from daemon.config import Config, ConfigError
 from daemon.core.clock import Clock
 from daemon.files.daily import DailyLog
 from daemon.loom.routes import mount_loom
+from daemon.services.mark_text import MarkText
 from daemon.services.recall import Layers
 from daemon.services.running import Services
 from daemon.store import Store
@@ -68,7 +69,9 @@ def make_extractor(config: Config) -> Extractor:
     return factory(config)
 
 
-def build_receptors(config: Config, store: Store, daily: DailyLog) -> list[Receptor]:
+def build_receptors(
+    config: Config, store: Store, daily: DailyLog, mark_text: MarkText | None = None
+) -> list[Receptor]:
     """The daemon's receptors, configured. Raises ValueError for an unknown extractor or an
     LLM key that cannot be read."""
     return [
@@ -77,7 +80,7 @@ def build_receptors(config: Config, store: Store, daily: DailyLog) -> list[Recep
             similarity=config.observation.similarity,
         ),
         SeedReceptor(wither_days=config.seeds.wither_days, undo_hours=config.seeds.undo_hours),
-        GovernanceReceptor(store),
+        GovernanceReceptor(store, daily, mark_text),
         DiscardReceptor(),
         DigestReceptor(store, daily, zone=config.zone, wither_days=config.seeds.wither_days),
         ConsolidationReceptor(
@@ -121,7 +124,7 @@ def compose(config: Config, clock: Clock) -> Daemon:
     store = Store(config.store.url)
     memory = Layers.from_config(config, store)  # ConfigError: semantic without its model
     try:
-        receptors = build_receptors(config, store, memory.daily)
+        receptors = build_receptors(config, store, memory.daily, memory.mark_text)
     except ValueError as exc:
         raise ConfigError(f"consolidation.extractor: {exc}") from None
     known = [r.key for r in receptors]

@@ -7,13 +7,16 @@ rules are checked first so a refusal is answered at once (404/409/422)."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+import anyio.to_thread
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field, model_validator
 
 from daemon.api.deps import Running, not_applied
 from daemon.core.clock import iso
+from daemon.core.forgetting import mentions
 from daemon.core.records import Mark, Tombstone
 from daemon.services.governance import ForgetTarget
 from daemon.store import Tx
@@ -89,7 +92,10 @@ async def retract_mark(
     return {"signal_id": outcome.signal_id, "mark": _json(mark)}
 
 
-@router.post("/v1/forget", summary="Erase the text of a subject's marks, or of one mark")
+@router.post(
+    "/v1/forget",
+    summary="Erase every copy of a subject's marks, or of one mark; list the live lines left",
+)
 async def forget_route(
     body: ForgetRequest, services: Running, response: Response
 ) -> dict[str, Any]:
@@ -100,7 +106,19 @@ async def forget_route(
         return not_applied(outcome, response)
     found = await services.bus.store.read(lambda tx: tx.tombstones.listing(workspace))
     [tombstone] = [t for t in found if t.signal_id == outcome.signal_id]
-    return {"signal_id": outcome.signal_id, "tombstone": _json(tombstone)}
+    daily = services.layers.daily
+    live = await anyio.to_thread.run_sync(
+        daily.live_lines, partial(mentions, forgotten=outcome.mentions)
+    )
+    return {
+        "signal_id": outcome.signal_id,
+        "tombstone": _json(tombstone),
+        # The person's own files: theirs to edit, so only where, never what.
+        "live_lines": [
+            {"date": day.isoformat(), "line": number, "path": str(daily.path(day))}
+            for day, number in live
+        ],
+    }
 
 
 @router.get("/v1/tombstones", summary="What was forgotten: who, when, why, how many")

@@ -146,9 +146,11 @@ def forget(
 ) -> None:
     """Forget a subject (and everything under it) or one mark (and its corrections).
 
-    The marks' text is erased, and so is every signal payload that carried it; a
-    tombstone keeps who, when, why and how many. Your daily files are yours: edit them
-    yourself.
+    Every copy the daemon holds is erased: the marks' text, the signal payloads, seeds,
+    saved model answers and embeddings that carried it, and the archived daily lines the
+    marks cite (replaced by a marker). A tombstone keeps who, when, why and how many, never
+    the text. Your live daily files are yours: the lines that still mention it are listed
+    for you to edit. A forget that matches nothing is refused (exit 1).
 
     \b
     Examples:
@@ -171,6 +173,11 @@ def forget(
             f"forgot {t['target']}: {t['marks_erased']} marks and {t['signals_erased']} "
             f"signal payloads erased (tombstone {t['id']})"
         )
+        live = answer.get("live_lines", [])
+        if live:
+            click.echo("still in your daily files (edit them yourself):")
+        for line in live:
+            click.echo(f"  {line['path']}:{line['line']}")
 
 
 @click.command()

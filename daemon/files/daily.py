@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -97,6 +97,7 @@ class DailyLog:
         self._cache_lock = threading.Lock()  # the search cache and its index
         self._cache: dict[tuple[date, bool], _CachedFile] = {}
         self._index = DailyIndex(dense)
+        self._dense = dense
         self._warned: set[str] = set()
 
     # -- reading -------------------------------------------------------------------------
@@ -269,6 +270,70 @@ class DailyLog:
         if where not in self._warned:
             self._warned.add(where)
             log.warning("daily file skipped", path=where, reason=problem.strerror)
+
+    # -- forgetting ----------------------------------------------------------------------
+
+    def archived_lines(self, cited: Mapping[date, Collection[int]]) -> list[str]:
+        """The texts of the archived lines ``cited`` (by day, 1-indexed numbers that exist)."""
+        found = []
+        for day, numbers in sorted(cited.items()):
+            lines = self.read(day, archived=True) or []
+            found += [lines[n - 1] for n in sorted(numbers) if 1 <= n <= len(lines)]
+        return found
+
+    def live_lines(self, wanted: Callable[[str], bool]) -> list[tuple[date, int]]:
+        """The (day, 1-indexed number) of every live line ``wanted`` accepts, oldest first:
+        what a forget leaves to the person, whose files these are."""
+        return [
+            (day, number)
+            for day in self.days(archived=False)
+            for number, line in enumerate(self.read(day) or [], start=1)
+            if wanted(line)
+        ]
+
+    def redact_archive(self, cited: Mapping[date, Collection[int]], marker: str) -> int:
+        """Replace the archived lines ``cited`` by ``marker`` (``memory.forget``), so every
+        other line keeps its number; each file is rewritten whole and atomically (a crash
+        leaves the old file or the new one). The lines' embeddings, and those of their
+        neighbours (whose window holds them), are deleted, and the index drops their text
+        at once. How many lines changed. Refused while a merge of the day is half done (its
+        record counts the archive's bytes): the forget is retried after the merge ends."""
+        if "\n" in marker or "\r" in marker:
+            raise ValueError("a marker must not contain a line break")
+        changed = 0
+        with self._lock, self._cache_lock, open_folder(self.directory, create=False) as live:
+            if live is None:
+                return 0
+            self._refresh()  # the index knows the lines' embeddings, to erase them
+            with live.subfolder(ARCHIVE, create=False) as archive:
+                for day, numbers in sorted(cited.items()):
+                    if archive is not None:
+                        changed += self._redact_file(archive, day, set(numbers), marker)
+            self._refresh()
+        return changed
+
+    def _redact_file(self, archive: Folder, day: date, numbers: set[int], marker: str) -> int:
+        data = archive.read(_name(day))
+        if data is None:
+            return 0
+        if archive.kind(_record_name(day)) is not None:
+            raise RefusedFile(0, "refused: a merge of this day is half done", _name(day))
+        lines = data.split(b"\n")
+        wanted = marker.encode("utf-8")
+        changed = 0
+        for number in sorted(numbers):
+            if not 1 <= number <= len(lines) or (number == len(lines) and not lines[-1]):
+                continue
+            ending = b"\r" if lines[number - 1].endswith(b"\r") else b""
+            if lines[number - 1] != wanted + ending:
+                lines[number - 1] = wanted + ending
+                changed += 1
+        if changed:
+            if self._dense is not None:
+                for number in {n + step for n in numbers for step in (-1, 0, 1)}:
+                    self._dense.erase((day, True, number))
+            archive.replace(_name(day), b"\n".join(lines))
+        return changed
 
     # -- searching -----------------------------------------------------------------------
 

@@ -91,6 +91,9 @@ class EmbeddingCache:
         self._connection = sqlite3.connect(path, check_same_thread=False)
         with self._lock, self._connection:
             self._connection.execute("PRAGMA journal_mode=WAL")
+            # A deleted embedding (a forgotten text's) is zeroed in the file, not left in a
+            # free page.
+            self._connection.execute("PRAGMA secure_delete=ON")
             self._connection.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " model TEXT NOT NULL, hash BLOB NOT NULL, vector BLOB NOT NULL,"
@@ -134,23 +137,36 @@ class EmbeddingCache:
         return view
 
     def delete(self, hashes: Iterable[bytes]) -> None:
-        with self._lock, self._connection:
-            self._connection.executemany(
-                "DELETE FROM embeddings WHERE model = ? AND hash = ?",
-                [(self._model_id, digest) for digest in hashes],
-            )
+        """Delete these rows, from the file and its write-ahead log too (see
+        :meth:`_scrub`)."""
+        with self._lock:
+            with self._connection:
+                deleted = self._connection.executemany(
+                    "DELETE FROM embeddings WHERE model = ? AND hash = ?",
+                    [(self._model_id, digest) for digest in hashes],
+                ).rowcount
+            self._scrub(deleted)
 
     def retain(self, hashes: Iterable[bytes]) -> None:
         """Delete every row of this model (or scope) but those of ``hashes``."""
         kept = set(hashes)
-        with self._lock, self._connection:
-            stored = self._connection.execute(
-                "SELECT hash FROM embeddings WHERE model = ?", (self._model_id,)
-            ).fetchall()
-            self._connection.executemany(
-                "DELETE FROM embeddings WHERE model = ? AND hash = ?",
-                [(self._model_id, digest) for (digest,) in stored if digest not in kept],
-            )
+        with self._lock:
+            with self._connection:
+                stored = self._connection.execute(
+                    "SELECT hash FROM embeddings WHERE model = ?", (self._model_id,)
+                ).fetchall()
+                deleted = self._connection.executemany(
+                    "DELETE FROM embeddings WHERE model = ? AND hash = ?",
+                    [(self._model_id, digest) for (digest,) in stored if digest not in kept],
+                ).rowcount
+            self._scrub(deleted)
+
+    def _scrub(self, deleted: int) -> None:
+        """After rows were deleted: copy the write-ahead log into the file and truncate it,
+        so no old page holding a deleted hash or vector stays on disk (the caller holds the
+        lock)."""
+        if deleted > 0:
+            self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def __len__(self) -> int:
         with self._lock:

@@ -29,7 +29,7 @@ from daemon.core import signal_types
 from daemon.core.clock import Clock
 from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 from daemon.services.errors import Conflict, NotFound
-from daemon.services.governance import ForgetTarget, standing, to_forget
+from daemon.services.governance import ForgetTarget, Forgetting, standing, to_forget
 from daemon.services.review import reviewable, undoable
 from daemon.store import Tx
 
@@ -56,6 +56,14 @@ class Outcome:
 
     signal_id: str
     applied: bool
+
+
+@dataclass(frozen=True)
+class Forgotten(Outcome):
+    """A forget's outcome, with the texts and subjects it erased: what to look for in the
+    person's live daily files, which are theirs to edit (never sent anywhere else)."""
+
+    mentions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,16 +167,26 @@ class Commands:
 
     async def forget(
         self, target: ForgetTarget, reason: str, by: str, key: str | None = None
-    ) -> Outcome:
-        """Erase the text of a subject's marks, or of one mark and its corrections."""
+    ) -> Forgotten:
+        """Erase every copy of a subject's marks, or of one mark and its corrections; with
+        what the person's own daily files may still hold of them (read before the forget)."""
         named = {"subject": target.subject, "mark_id": target.mark_id}
-        return await self._govern(
+        found: list[Forgetting] = []
+
+        def rule(tx: Tx) -> None:
+            found.append(to_forget(tx, self.workspace, target, reason))
+
+        outcome = await self._govern(
             signal_types.FORGET,
             {k: v for k, v in named.items() if v is not None} | {"reason": reason},
             by,
-            lambda tx: to_forget(tx, self.workspace, target),
+            rule,
             key,
         )
+        if not found:  # a repeat: answered by the first forget, nothing left to mention
+            return Forgotten(outcome.signal_id, outcome.applied)
+        words = {m.observation for m in found[0].marks} | found[0].subjects
+        return Forgotten(outcome.signal_id, outcome.applied, tuple(sorted(words)))
 
     async def discard(
         self, signal_id: str | None, receptor: str | None, by: str, key: str | None = None

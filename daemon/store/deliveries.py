@@ -13,7 +13,7 @@ failures and checkpoints, and answers where each signal is with each receptor.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -221,6 +221,26 @@ class Deliveries(ReceptorCursors):
             upsert(failures, self.connection.dialect.name, ["receptor", "seq"], list(values)),
             key | {"signal_id": delivery.signal.id, "checkpoint": delivery.checkpoint} | values,
         )
+
+    def redact_failures(self, redact: Callable[[Any], Any]) -> int:
+        """Pass every delivery's saved checkpoint and last error through ``redact``
+        (``memory.forget``) and store what changed; how many deliveries did."""
+        rows = self.connection.execute(
+            select(
+                failures.c.receptor, failures.c.seq, failures.c.checkpoint, failures.c.last_error
+            )
+        ).all()
+        changed = 0
+        for row in rows:
+            checkpoint, error = redact(row.checkpoint), redact(row.last_error)
+            if checkpoint != row.checkpoint or error != row.last_error:
+                self.connection.execute(
+                    update(failures)
+                    .where(failures.c.receptor == row.receptor, failures.c.seq == row.seq)
+                    .values(checkpoint=checkpoint, last_error=error)
+                )
+                changed += 1
+        return changed
 
     def revive_dead(self, signal_id: str, now: datetime, receptor: str | None = None) -> list[str]:
         """Make dead deliveries of a signal pending again (attempts reset); the receptors

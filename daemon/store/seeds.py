@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.core.records import Seed
-from daemon.store.sql import insert_ignoring_duplicates, insert_or_ignore, with_instants
+from daemon.store.sql import in_chunks, insert_ignoring_duplicates, insert_or_ignore, with_instants
 from daemon.store.tables import SeedTable
 
 seeds = SeedTable.__table__  # type: ignore[attr-defined]
@@ -109,6 +109,11 @@ class Seeds:
             select(seeds).where(*pending).order_by(seeds.c.planted_at, seeds.c.id).limit(limit)
         )
         return int(count or 0), [Seed.from_row(row._mapping) for row in rows]
+
+    def erase(self, seed_ids: Sequence[str]) -> None:
+        """Delete these seeds (``memory.forget``): a seed is its text, nothing of it stays."""
+        for chunk in in_chunks(seed_ids):
+            self.connection.execute(delete(seeds).where(seeds.c.id.in_(chunk)))
 
     def all_rows(self) -> list[dict[str, Any]]:
         """Every seed as its column mapping, by id (for export)."""
