@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, Response
 
 from daemon.core.errors import FieldError
-from daemon.services.commands import Outcome, delivery_status
+from daemon.services.commands import Outcome
 from daemon.services.running import Services
 
 
@@ -27,12 +27,6 @@ def _services(request: Request) -> Services:
 
 
 Running = Annotated[Services, Depends(_services)]
-
-
-async def settle(services: Services, signal_id: str, wait: float) -> dict[str, str]:
-    """Each receptor's delivery status for the signal, after waiting up to ``wait`` seconds
-    for none to be pending."""
-    return await delivery_status(services.bus, signal_id, wait)
 
 
 def not_applied(outcome: Outcome, response: Response) -> dict[str, Any]:

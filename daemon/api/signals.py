@@ -11,13 +11,14 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
 
-from daemon.api.deps import Problem, Running, settle
+from daemon.api.deps import Problem, Running
 from daemon.core.errors import FieldError
 from daemon.core.records import Mark
 from daemon.core.signal import Signal, SignalRejected
 from daemon.schema.admission import admitted
 from daemon.schema.payloads import Observation, SeedPlanted
 from daemon.schema.waits import MAX_WAIT_SECONDS
+from daemon.services.commands import delivery_status
 from daemon.services.review import PlantingRefused, check_planting
 from daemon.services.running import Services
 
@@ -77,7 +78,7 @@ async def emit(request: Request) -> JSONResponse:
     stored = await bus.emit(signal)
     body: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
     if wait:
-        body["deliveries"] = await settle(services, stored.id, wait)
+        body["deliveries"] = await delivery_status(services.bus, stored.id, wait)
         if isinstance(payload, Observation) and body["deliveries"].get("observation") == (
             "delivered"
         ):
@@ -185,5 +186,5 @@ async def retry(signal_id: str, services: Running, wait: float = Wait) -> dict[s
         raise Problem(409, f"signal {signal_id} has no dead delivery to retry")
     body: dict[str, Any] = {"id": signal_id, "revived": revived}
     if wait:
-        body["deliveries"] = await settle(services, signal_id, wait)
+        body["deliveries"] = await delivery_status(services.bus, signal_id, wait)
     return body

@@ -27,6 +27,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from daemon import __version__
 from daemon.core.clock import iso
 from daemon.core.days import InvalidDay, parse_day
+from daemon.core.records import CURRENT_MARK_STATES
 from daemon.core.strength import WITHER_THRESHOLD
 from daemon.files.daily import SUFFIX, DailyLog
 from daemon.loom.data import Citation, LoomData, MarkFilter, SignalFilter
@@ -38,7 +39,6 @@ from daemon.services.errors import Conflict, NotFound
 from daemon.services.running import Services
 
 PREFIX = "/loom"
-MARK_STATES = ("active", "withered", "promoted")
 DELIVERY_STATUSES = ("pending", "delivered", "dead", "discarded", "unrouted")
 SEARCH_LIMIT = 200
 SIGNAL_LIMIT = 200
@@ -61,7 +61,7 @@ class BadField(ValueError):
 
 
 @dataclass(frozen=True)
-class DayFile:
+class DayPage:
     archived: bool
     lines: list[str]
     anchor: str  # "L" for the live file, "A" for the archived one
@@ -167,7 +167,7 @@ async def marks_page(request: Request, loom: Pages) -> HTMLResponse:
         wanted = MarkFilter(
             text=_text(query.get("q", ""), "q"),
             prefix=_text(query.get("subject", ""), "subject"),
-            states=_choices(query.getlist("state"), MARK_STATES, "state"),
+            states=_choices(query.getlist("state"), CURRENT_MARK_STATES, "state"),
             observed_by=_text(query.get("observed_by", ""), "observed_by"),
         )
     except BadField as exc:
@@ -179,7 +179,7 @@ async def marks_page(request: Request, loom: Pages) -> HTMLResponse:
         found=found,
         total=total,
         limit=SEARCH_LIMIT,
-        states=MARK_STATES,
+        states=CURRENT_MARK_STATES,
         observers=await loom.data.observers(),
     )
 
@@ -412,17 +412,17 @@ def _days(daily: DailyLog) -> tuple[list[date], list[date]]:
     return daily.days(archived=False), daily.days(archived=True)
 
 
-def _day_files(daily: DailyLog, day: date) -> list[DayFile]:
+def _day_files(daily: DailyLog, day: date) -> list[DayPage]:
     """The day's live file first (evidence is looked up there first), then its archive."""
     files = []
     for archived, anchor in ((False, "L"), (True, "A")):
         lines = daily.read(day, archived=archived)
         if lines is not None:
-            files.append(DayFile(archived, lines, anchor))
+            files.append(DayPage(archived, lines, anchor))
     return files
 
 
-def _locate(files: list[DayFile], line_range: tuple[int, int]) -> DayFile | None:
+def _locate(files: list[DayPage], line_range: tuple[int, int]) -> DayPage | None:
     """The file cited lines are in, found as :meth:`DailyLog.evidence` finds them."""
     start, end = line_range
     return next((f for f in files if 1 <= start <= end <= len(f.lines)), None)

@@ -47,7 +47,7 @@ class Discarded(_Answer):
     signal_id: str
 
 
-class Delivery(_Answer):
+class DeliveryItem(_Answer):
     receptor: str
     status: str  # pending | delivered | dead | discarded
     attempts: int
@@ -71,7 +71,7 @@ class StoredSignal(_Answer):
     emitted_at: datetime
     idempotency_key: str | None = None
     stored_at: datetime | None = None
-    deliveries: list[Delivery] = []
+    deliveries: list[DeliveryItem] = []
 
 
 class Retried(_Answer):

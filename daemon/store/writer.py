@@ -72,7 +72,7 @@ class _Work:
         self.durable = durable
         self.future = future
 
-    def settle(self, result: Any, error: BaseException | None) -> None:
+    def answer(self, result: Any, error: BaseException | None) -> None:
         """On the caller's event loop: answer the caller, unless it gave up waiting."""
         if self.future.done():
             return
@@ -82,9 +82,9 @@ class _Work:
             self.future.set_result(result)
 
 
-def _settle_all(answers: list[tuple[_Work, Any, BaseException | None]]) -> None:
+def _answer_all(answers: list[tuple[_Work, Any, BaseException | None]]) -> None:
     for work, result, error in answers:
-        work.settle(result, error)
+        work.answer(result, error)
 
 
 class Writer:
@@ -184,7 +184,7 @@ class Writer:
             by_loop.setdefault(answer[0].future.get_loop(), []).append(answer)
         for loop, answered in by_loop.items():
             with suppress(RuntimeError):  # that loop is closed: nobody is waiting any more
-                loop.call_soon_threadsafe(_settle_all, answered)
+                loop.call_soon_threadsafe(_answer_all, answered)
 
     def _commit_into(
         self,
