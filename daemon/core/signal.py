@@ -48,6 +48,19 @@ TOO_LARGE = "too_large"  # the pydantic error type of a payload over MAX_PAYLOAD
 ShortName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
 
 
+def checked_instant(value: datetime, info: ValidationInfo) -> datetime:
+    """An instant a signal says (when it was emitted, when its evidence was seen), in UTC:
+    not from the future beyond a clock's skew (``now`` from the validation context, or the
+    clock), nor from before the days the daemon can count."""
+    now = (info.context or {}).get("now") or utcnow()
+    value = to_utc(value)
+    if value > now + MAX_FUTURE_SKEW:
+        raise ValueError("must not be more than 5 minutes in the future")
+    if value < EARLIEST_EMITTED_AT:
+        raise ValueError(f"must not be before {EARLIEST_EMITTED_AT.date().isoformat()}")
+    return value
+
+
 def _no_nul(text: str) -> str:
     # PostgreSQL cannot store NUL in text: refused here, so every store sees the same signals.
     if "\x00" in text:
@@ -134,13 +147,7 @@ class Signal(BaseModel):
     @field_validator("emitted_at")
     @classmethod
     def _not_in_the_future(cls, value: datetime, info: ValidationInfo) -> datetime:
-        now = (info.context or {}).get("now") or utcnow()
-        value = to_utc(value)
-        if value > now + MAX_FUTURE_SKEW:
-            raise ValueError("must not be more than 5 minutes in the future")
-        if value < EARLIEST_EMITTED_AT:
-            raise ValueError(f"must not be before {EARLIEST_EMITTED_AT.date().isoformat()}")
-        return value
+        return checked_instant(value, info)
 
     @classmethod
     def parse(cls, data: Any, *, now: datetime | None = None) -> Signal:

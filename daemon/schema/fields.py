@@ -3,7 +3,7 @@ and :class:`Payload`, the base every contract extends: strict, frozen, no unknow
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -14,12 +14,10 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationInfo,
 )
 
-from daemon.core.clock import to_utc, utcnow
 from daemon.core.days import InvalidDay, parse_day
-from daemon.core.signal import EARLIEST_EMITTED_AT, MAX_FUTURE_SKEW
+from daemon.core.signal import checked_instant
 from daemon.core.subjects import normalize_subject
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=16_384)]
@@ -95,25 +93,13 @@ def _instant_text(value: object) -> object:
     return value
 
 
-def _evidence_instant(value: datetime, info: ValidationInfo) -> datetime:
-    """Evidence is not from the future (a clock may be a little ahead of the daemon's: the
-    signal's own skew), nor from before the days the daemon can count (1900)."""
-    now = (info.context or {}).get("now") or utcnow()
-    value = to_utc(value)
-    if value > now + MAX_FUTURE_SKEW:
-        raise ValueError("must not be more than 5 minutes in the future")
-    if value < EARLIEST_EMITTED_AT:
-        raise ValueError(f"must not be before {EARLIEST_EMITTED_AT.date().isoformat()}")
-    return value
-
-
 # When a piece of evidence was seen or said: ISO 8601 text with a time zone (strict payloads
 # take no strings for instants, so this one is parsed), in UTC.
 EvidenceInstant = Annotated[
     AwareDatetime,
     Field(strict=False),
     BeforeValidator(_instant_text),
-    AfterValidator(_evidence_instant),
+    AfterValidator(checked_instant),
 ]
 
 
