@@ -282,6 +282,50 @@ def test_a_synthetic_cycle_is_caught(
 STORE_DOORS = {"daemon.store", "daemon.store.migrate", "daemon.store.notify"}
 
 
+# One job per module and functions a reader can hold: the limits of issue 28. Migrations
+# are history, written once and never read for their shape, so they are left out.
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 60
+
+
+def oversized(root: Path) -> list[str]:
+    """Every product module over MAX_MODULE_LINES lines and every function over
+    MAX_FUNCTION_LINES (decorators aside), as ``path: what``."""
+    found = []
+    for package in FIRST_PARTY:
+        for path in sorted((root / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            name = path.relative_to(root).as_posix()
+            source = path.read_text(encoding="utf-8")
+            if (lines := len(source.splitlines())) > MAX_MODULE_LINES:
+                found.append(f"{name}: {lines} lines")
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if length > MAX_FUNCTION_LINES:
+                        found.append(f"{name}: {node.name} is {length} lines")
+    return found
+
+
+def test_no_module_or_function_is_too_long_to_read() -> None:
+    assert oversized(REPO) == []
+
+
+def test_a_long_module_and_a_long_function_are_caught(tmp_path: Path) -> None:
+    package = tmp_path / "daemon"
+    package.mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    (package / "long.py").write_text("def f() -> None:\n" + body, encoding="utf-8")
+    (package / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    (package / "migrations").mkdir()
+    (package / "migrations" / "old.py").write_text("x = 1\n" * 999, encoding="utf-8")
+    assert oversized(tmp_path) == [
+        f"daemon/big.py: {MAX_MODULE_LINES + 1} lines",
+        f"daemon/long.py: f is {MAX_FUNCTION_LINES + 1} lines",
+    ]
+
+
 def store_imports_from_outside(root: Path) -> list[str]:
     """Every import of a ``daemon.store`` module by a module outside it, as ``module ->
     imported``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import getpass
 import time
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from importlib import resources
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -29,8 +29,9 @@ from daemon.core.clock import iso
 from daemon.core.days import InvalidDay, parse_day
 from daemon.core.records import CURRENT_MARK_STATES
 from daemon.core.strength import WITHER_THRESHOLD
-from daemon.files.daily import SUFFIX, DailyLog
+from daemon.files.daily import SUFFIX
 from daemon.loom.data import Citation, LoomData, MarkFilter, SignalFilter
+from daemon.loom.days import day_files, day_lists, evidence_lines, locate
 from daemon.loom.guard import FIELD, FormGuard
 from daemon.loom.plot import strength_plot
 from daemon.schema.waits import DELIVERY_WAIT_SECONDS
@@ -58,13 +59,6 @@ SECURITY_HEADERS = {
 
 class BadField(ValueError):
     """A query or form field that breaks its rule; the message names both."""
-
-
-@dataclass(frozen=True)
-class DayPage:
-    archived: bool
-    lines: list[str]
-    anchor: str  # "L" for the live file, "A" for the archived one
 
 
 def _environment(zone: ZoneInfo) -> Environment:
@@ -190,10 +184,10 @@ async def mark_page(mark_id: str, loom: Pages) -> HTMLResponse:
     if found is None:
         return loom.error(404, "No such mark", f"there is no mark {mark_id}")
     daily = loom.services.layers.daily
-    evidence = await anyio.to_thread.run_sync(_evidence_lines, daily, found.mark.evidence)
+    evidence = await anyio.to_thread.run_sync(evidence_lines, daily, found.mark.evidence)
     boosts = []
     for boost in found.reinforcements:
-        lines = await anyio.to_thread.run_sync(_evidence_lines, daily, boost.evidence)
+        lines = await anyio.to_thread.run_sync(evidence_lines, daily, boost.evidence)
         boosts.append((boost, lines))
     return loom.page(
         "mark.html",
@@ -208,7 +202,7 @@ async def mark_page(mark_id: str, loom: Pages) -> HTMLResponse:
 
 @router.get("/days")
 async def days_page(loom: Pages) -> HTMLResponse:
-    live, archived = await anyio.to_thread.run_sync(_days, loom.services.layers.daily)
+    live, archived = await anyio.to_thread.run_sync(day_lists, loom.services.layers.daily)
     every = sorted(set(live) | set(archived), reverse=True)
     return loom.page("days.html", days=every, live=set(live), archived=set(archived))
 
@@ -219,13 +213,13 @@ async def day_page(day: str, loom: Pages) -> HTMLResponse:
         parsed = parse_day(day)
     except InvalidDay as exc:
         return loom.error(422, "Bad day", f"day: {exc}")
-    files = await anyio.to_thread.run_sync(_day_files, loom.services.layers.daily, parsed)
+    files = await anyio.to_thread.run_sync(day_files, loom.services.layers.daily, parsed)
     if not files:
         return loom.error(404, "No such day", f"there is no daily file for {parsed.isoformat()}")
     citations = await loom.data.citations_of_day(f"{parsed.isoformat()}{SUFFIX}")
     by_line: dict[tuple[str, int], list[Citation]] = {}
     for citation in citations:
-        located = _locate(files, citation.line_range)
+        located = locate(files, citation.line_range)
         if located is None:
             continue
         start, end = citation.line_range
@@ -406,47 +400,3 @@ def _decision(value: str) -> Decision:
         if value == decision:
             return decision
     raise BadField(f"decision: must be one of {', '.join(decisions)} (got {value[:40]!r})")
-
-
-def _days(daily: DailyLog) -> tuple[list[date], list[date]]:
-    return daily.days(archived=False), daily.days(archived=True)
-
-
-def _day_files(daily: DailyLog, day: date) -> list[DayPage]:
-    """The day's live file first (evidence is looked up there first), then its archive."""
-    files = []
-    for archived, anchor in ((False, "L"), (True, "A")):
-        lines = daily.read(day, archived=archived)
-        if lines is not None:
-            files.append(DayPage(archived, lines, anchor))
-    return files
-
-
-def _locate(files: list[DayPage], line_range: tuple[int, int]) -> DayPage | None:
-    """The file cited lines are in, found as :meth:`DailyLog.evidence` finds them."""
-    start, end = line_range
-    return next((f for f in files if 1 <= start <= end <= len(f.lines)), None)
-
-
-@dataclass(frozen=True)
-class EvidenceLines:
-    day: str
-    line_range: tuple[int, int]
-    lines: list[str] | None  # None: the file no longer holds those lines
-    anchor: str
-
-
-def _evidence_lines(daily: DailyLog, evidence: dict[str, Any]) -> EvidenceLines | None:
-    daily_file, line_range = evidence.get("daily_file"), evidence.get("line_range")
-    if not isinstance(daily_file, str) or not line_range:
-        return None
-    try:
-        day = parse_day(daily_file.removesuffix(SUFFIX))
-    except InvalidDay:
-        return None
-    span = (int(line_range[0]), int(line_range[1]))
-    located = _locate(_day_files(daily, day), span)
-    if located is None:
-        return EvidenceLines(day.isoformat(), span, None, "L")
-    lines = located.lines[span[0] - 1 : span[1]]
-    return EvidenceLines(day.isoformat(), span, lines, located.anchor)
