@@ -49,8 +49,8 @@ import structlog
 
 from daemon.core.days import InvalidDay, parse_day
 from daemon.core.text_rows import ARCHIVED, CLAIMED, LIVE
+from daemon.files.daily_merge import SUFFIX as SUFFIX  # the day files' suffix, for others
 from daemon.files.daily_merge import (
-    SUFFIX,
     archived_bytes,
     file_name,
     merge,

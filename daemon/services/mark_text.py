@@ -45,6 +45,7 @@ class MarkText:
 
     def __init__(self, dense: DenseRanker[str] | None = None) -> None:
         self._lock = threading.Lock()
+        self._indexing = threading.Lock()  # one writer of the marks' rows per process
         self._meanings = None if dense is None else MarkMeanings(dense)
         self._newest: datetime | None = None
         self._forgotten: set[str] = set()  # erased by memory.forget: never embedded
@@ -53,11 +54,12 @@ class MarkText:
     def index(self, store: Store) -> int:
         """Turn every queued mark into its row; how many marks were taken off the queue."""
         done = 0
-        while True:
-            taken = store.write_sync(_index_queued)
-            done += taken
-            if taken < CHUNK:
-                return done
+        with self._indexing:
+            while True:
+                taken = store.write_sync(_index_queued)
+                done += taken
+                if taken < CHUNK:
+                    return done
 
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
         """Ids of the marks in ``workspace`` whose subject or observation holds a word of
