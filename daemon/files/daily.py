@@ -336,7 +336,7 @@ class DailyLog:
         if self._index.dense is None:
             return
         with self._dense_lock:
-            for day in stale_days:
+            for day in sorted(stale_days):  # the dense side breaks ties by insertion
                 for archived in (False, True):
                     self._index.replace(day, archived, self.numbered_lines(day, archived))
 
