@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -61,6 +62,8 @@ from daemon.core.days import parse_day
 from daemon.files.daily import DailyLog
 from daemon.search.fusion import DenseRanker
 from daemon.search.text import K1, B, terms
+from daemon.store import Store, StoreTextIndex
+from daemon.store.migrate import upgrade
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RESULTS = REPOSITORY / "bench" / "results" / "locomo.json"
@@ -168,6 +171,17 @@ def load_embedding(directory: Path) -> Embedding | None:
     )
 
 
+def text_index(stores: ExitStack, scratch: str) -> StoreTextIndex:
+    """A text index of its own (one conversation's statistics), in a fresh SQLite store
+    as the daemon keeps it."""
+    url = f"sqlite:///{tempfile.mkdtemp(dir=scratch)}/cambium.db"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    stores.callback(store.close)
+    return StoreTextIndex(store)
+
+
 def rss_mb() -> float:
     """This process's resident memory now, in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -211,10 +225,10 @@ def main() -> None:
     asked_by_half: Counter[str] = Counter()
     latencies: defaultdict[str, list[float]] = defaultdict(list)
     cpu: defaultdict[str, list[float]] = defaultdict(list)  # this thread's CPU time
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, ExitStack() as stores:
         embedding = load_embedding(Path(scratch))
         for conversation in conversations:
-            daily = DailyLog(conversation / "daily")
+            daily = DailyLog(conversation / "daily", index=text_index(stores, scratch))
             daily.search("warm up", since=None, limit=1)  # reads and indexes the files
             baseline = Baseline(daily)
             rankers: dict[str, Callable[[str], list[Line]]] = {
@@ -222,7 +236,9 @@ def main() -> None:
                 "bm25_baseline": partial(baseline.rank, k=max(KS)),
             }
             if embedding is not None:
-                hybrid = DailyLog(conversation / "daily", embedding.new_index())
+                hybrid = DailyLog(
+                    conversation / "daily", embedding.new_index(), index=text_index(stores, scratch)
+                )
                 started, started_cpu = time.perf_counter(), time.thread_time()
                 hybrid.search("warm up", since=None, limit=1)  # embeds every line
                 embedding.seconds += time.perf_counter() - started

@@ -306,3 +306,11 @@ def _cut_back(fd: int, size: int) -> None:
         os.fsync(fd)
     except OSError:
         pass
+
+
+def scan_directory(folder: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``folder``; none if it does not exist (or is not a directory)."""
+    try:
+        return list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []

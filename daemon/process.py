@@ -83,7 +83,8 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
                 def on_change(_: set[Path]) -> None:
                     tasks.start_soon(_prepare_recall, memory)
 
-                tasks.start_soon(_prepare_recall, memory)
+            # Index what changed while the daemon was down; recall answers meanwhile.
+            tasks.start_soon(_prepare_recall, memory)
             tasks.start_soon(
                 partial(watch_substrate, on_change=on_change), memory.substrate, stop_watching
             )
@@ -128,8 +129,8 @@ async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: a
 async def _prepare_recall(memory: Layers) -> None:
     try:
         await anyio.to_thread.run_sync(memory.prepare_search)
-    except Exception:  # recall embeds on demand instead; the daemon keeps running
-        log.exception("embedding for semantic recall failed")
+    except Exception:  # recall indexes and embeds on demand instead; the daemon keeps running
+        log.exception("preparing recall (the text index, embeddings) failed")
 
 
 async def _watchdog(store: Store, interval: float) -> None:

@@ -33,6 +33,7 @@ from daemon.services.errors import Refused
 from daemon.services.governance import (
     ForgetTarget,
     Forgetting,
+    archived_lines,
     correct,
     erase_copies,
     forget,
@@ -71,7 +72,7 @@ class GovernanceReceptor(Receptor):
         cited = planned.cited()
         lines: tuple[str, ...] = ()
         if self.daily is not None:
-            lines = tuple(await anyio.to_thread.run_sync(self.daily.archived_lines, cited))
+            lines = tuple(await anyio.to_thread.run_sync(archived_lines, self.daily, cited))
         marker = forgotten_marker(derived_id("tb", signal.id))
         lines = tuple(line for line in lines if line.strip() and line != marker)
         planned = Forgetting(target, planned.marks, planned.evidence, lines)

@@ -17,7 +17,8 @@ from disk import Crash, Disk
 
 from daemon import fs
 from daemon.core.days import InvalidDay, parse_day
-from daemon.files.daily import Claim, DailyLog
+from daemon.files.daily import DailyLog
+from daemon.files.daily_merge import Claim
 from daemon.fs import Folder
 from daemon.search.daily import DailyHit, _spans, _with_neighbours
 
@@ -831,3 +832,20 @@ def test_taken_lines_form_hits_in_rank_order(
 ) -> None:
     taken = _spans([(DAY, False, number) for number in ranked], limit)
     assert [(span.start, span.end, span.rank) for span in taken] == spans
+
+
+def test_a_claimed_day_is_searched_once_beside_its_archive_and_live_lines(tmp_path: Path) -> None:
+    """Issue 25, finding 3: a consolidation that holds the day (in flight, or failed with
+    the model unreachable) does not hide the day from search; each line is found once."""
+    daily = DailyLog(tmp_path)
+    day = date(2026, 4, 11)
+    daily.append(day, "first dentist visit")
+    daily.archive(day)
+    daily.append(day, "second dentist visit")
+    assert daily.claim(day) is not None
+    daily.append(day, "third dentist visit")
+    found = [(h.excerpt, h.line_range) for h in daily.search("dentist", since=None, limit=10)]
+    assert sorted(found) == [
+        ("first dentist visit\nsecond dentist visit", (1, 2)),
+        ("third dentist visit", (1, 1)),
+    ]

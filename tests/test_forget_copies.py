@@ -28,7 +28,14 @@ from daemon.files.daily import DailyLog
 from daemon.services.archive import export_archive
 from daemon.services.commands import Commands
 from daemon.services.errors import Invalid, NotFound
-from daemon.services.governance import ForgetTarget, Forgetting, erase_copies, to_forget
+from daemon.services.governance import (
+    ForgetTarget,
+    Forgetting,
+    archived_lines,
+    erase_copies,
+    live_lines,
+    to_forget,
+)
 from daemon.services.mark_text import MarkText
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
@@ -268,7 +275,7 @@ async def test_forget_lists_the_live_lines_that_still_mention_it(
             await emit_and_settle(bus=memory.bus, signal=note)
         before = memory.daily.read(today)
         forgotten = await forget_health(memory)
-        live = memory.daily.live_lines(lambda line: mentions(line, forgotten.mentions))
+        live = live_lines(memory.daily, lambda line: mentions(line, forgotten.mentions))
         assert live == [(today, 2)]
         assert memory.daily.read(today) == before  # the person's file is theirs
 
@@ -284,7 +291,7 @@ async def test_a_forget_interrupted_after_the_archive_was_redacted_completes(
         asked = make_signal("memory.forget", {"subject": "user.health", "reason": "private"})
         target = ForgetTarget(subject="user.health")
         planned = store.read_sync(lambda tx: to_forget(tx, "default", target))
-        lines = tuple(memory.daily.archived_lines(planned.cited()))
+        lines = tuple(archived_lines(memory.daily, planned.cited()))
         first = Forgetting(target, planned.marks, planned.evidence, lines)
         await store.write(lambda tx: erase_copies(tx, asked, first))
         marker = forgotten_marker(derived_id("tb", asked.id))

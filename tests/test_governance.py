@@ -310,4 +310,4 @@ async def test_free_text_no_longer_finds_a_forgotten_mark(store: Store, tmp_path
         assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
     assert search() == []
     assert search(include_history=True) == []
-    assert not memory.mark_text._index._lexical.scores("migraines")
+    assert store.read_sync(lambda tx: tx.text_index.candidates("marks", ["migrain"], 10)) == []

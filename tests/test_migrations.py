@@ -91,7 +91,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0007"
+    assert current_revision(db_url) == head_revision() == "0008"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -185,7 +185,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0007"
+    assert current_revision(db_url) == head_revision() == "0008"
     store = Store(db_url)
     try:
         found = {
@@ -242,7 +242,7 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0007"
+    assert current_revision(db_url) == head_revision() == "0008"
     store = Store(db_url)
     try:
         under_food = store.read_sync(
@@ -310,7 +310,7 @@ async def test_the_daemon_s_migration_extends_systemd_s_start_timeout_and_logs_p
     assert "STATUS=migrating the store" in told
     progress = [entry["progress"] for entry in logs if entry["event"] == "migration"]
     assert [line.split(" applied")[0] for line in progress] == [
-        f"revision 000{n}" for n in range(1, 8)
+        f"revision 000{n}" for n in range(1, 9)
     ]
 
 
@@ -364,7 +364,7 @@ def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0007"
+    assert current_revision(db_url) == head_revision() == "0008"
     store = Store(db_url)
     try:
         found = {
@@ -394,3 +394,60 @@ def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: 
     )
     plain = found["mk_plain"]
     assert plain.first_observed_at == plain.last_reinforced_at == T0 - timedelta(3)
+
+
+def test_a_0006_database_gains_a_text_index_that_finds_its_marks(db_url: str) -> None:
+    """0008 queues every mark that has text; indexing the queue makes them all findable by
+    their words and their subject's, and a forgotten one stays out. Downgrading removes
+    every table and trigger it made."""
+    from daemon.services.mark_text import MarkText
+
+    upgrade(db_url, "0006")
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        for mark_id, subject, observation, state in [
+            ("mk_1", "people.arnold.plans", "moving to Lisbon", "active"),
+            ("mk_2", "user.food", "figs for breakfast", "withered"),
+            ("mk_3", "user.health", "", "forgotten"),
+        ]:
+            connection.execute(
+                text(
+                    "INSERT INTO memory_marks (id, workspace_id, subject, observation,"
+                    " fingerprint, evidence, initial_strength, half_life_days, observed_by,"
+                    " first_observed_at, last_reinforced_at, reinforcement_count, affinity,"
+                    " substrate_refs, state, provenance, created_at, updated_at) VALUES (:id,"
+                    " 'default', :subject, :observation, 'f', '{}', 0.8, 7.0,"
+                    " 'ada', :t, :t, 0, '[]', '[]', :state, 'observed', :t, :t)"
+                ),
+                {
+                    "id": mark_id,
+                    "subject": subject,
+                    "observation": observation,
+                    "state": state,
+                    "t": T0.replace(tzinfo=None),
+                },
+            )
+    engine.dispose()
+
+    upgrade(db_url)
+
+    store = Store(db_url)
+    store.start()
+    try:
+        assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 2
+        assert MarkText().index(store) == 2
+        marks = MarkText()
+
+        def search(about: str) -> list[str]:
+            return store.read_sync(lambda tx: marks.search(tx, "default", about))
+
+        assert search("arnold") == ["mk_1"]
+        assert search("figs") == ["mk_2"]
+        assert store.read_sync(lambda tx: tx.text_index.count_unindexed_marks()) == 0
+    finally:
+        store.close()
+    upgrade(db_url, "0006")  # down again: the index's tables and triggers go
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM memory_marks"))  # no trigger left to fire
+    engine.dispose()

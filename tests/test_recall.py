@@ -198,3 +198,10 @@ def test_asking_for_withered_marks_without_a_minimum_means_any_strength() -> Non
     assert RecallQuery.model_validate({"about": "x", "include_withered": True}).min_strength == 0
     explicit = {"about": "x", "include_withered": True, "min_strength": 0.3}
     assert RecallQuery.model_validate(explicit).min_strength == 0.3
+
+
+def test_free_words_find_a_mark_by_its_subjects_segments(memory: Layers) -> None:
+    """Issue 25, finding 4: names usually live in the subject."""
+    add(memory, "m1", "people.arnold.plans", observation="moving to Lisbon in May")
+    query = RecallQuery(about="arnold", layers=("marks",))
+    assert [h.mark.id for h in recall(query, memory, T0).marks] == ["m1"]

@@ -31,13 +31,23 @@ from daemon.testing import drained
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0007"
+    assert current_revision(db_url) == head_revision() == "0008"
     upgrade(db_url)  # a second upgrade is a no-op
     engine = create_engine(db_url)
     with engine.connect() as connection:
-        diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+        # What the models cannot say: FTS5's tables and PostgreSQL's generated tsvector.
+        context = MigrationContext.configure(
+            connection, opts={"include_name": lambda name, kind, _: not _engine_only(name, kind)}
+        )
+        diff = compare_metadata(context, SQLModel.metadata)
     engine.dispose()
     assert diff == [], "models and migrations disagree"
+
+
+def _engine_only(name: str | None, kind: str) -> bool:
+    return (kind == "table" and (name or "").startswith(("text_fts_", "text_vocab_"))) or (
+        name in ("tsv", "ix_text_rows_tsv")
+    )
 
 
 def test_sqlite_is_wal_with_a_busy_timeout(tmp_path: Path) -> None:

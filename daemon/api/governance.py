@@ -18,7 +18,7 @@ from daemon.api.deps import Running, not_applied
 from daemon.core.clock import iso
 from daemon.core.forgetting import mentions
 from daemon.core.records import Mark, Tombstone
-from daemon.services.governance import ForgetTarget
+from daemon.services.governance import ForgetTarget, live_lines
 from daemon.store import Tx
 
 router = APIRouter(tags=["governance"])
@@ -108,7 +108,7 @@ async def forget_route(
     [tombstone] = [t for t in found if t.signal_id == outcome.signal_id]
     daily = services.layers.daily
     live = await anyio.to_thread.run_sync(
-        daily.live_lines, partial(mentions, forgotten=outcome.mentions)
+        live_lines, daily, partial(mentions, forgotten=outcome.mentions)
     )
     return {
         "signal_id": outcome.signal_id,

@@ -29,6 +29,7 @@ from daemon.cli.common import (
     print_json,
     store_failures,
 )
+from daemon.cli.index import index
 from daemon.cli.loom import loom
 from daemon.cli.mcp import mcp
 from daemon.cli.memory import memory
@@ -55,6 +56,7 @@ memory.add_command(governance.forget)
 memory.add_command(governance.tombstones)
 cli.add_command(archive.export)
 cli.add_command(archive.import_archive)
+cli.add_command(index)
 cli.add_command(loom)
 cli.add_command(mcp)
 cli.add_command(init)

@@ -28,6 +28,11 @@ Each step is fsynced before the next, and a claim a crash left behind is found a
 next claim, with the same lines at the same positions. Seen whole, a day's lines are the
 archive's (up to a recorded size), then the claim's, then the live file's: that sequence
 only ever grows, which is what lets a redelivered note find out whether it was appended.
+
+Searches rank the lines in the text index (:mod:`daemon.files.daily_rows` keeps the rows):
+an append indexes its line in the same step, a claim and a merge move the day's rows
+instead of reading them again, and before a search only the files whose size or mtime
+changed are read. Live, claimed and archived lines are all searched, each once.
 """
 
 from __future__ import annotations
@@ -35,69 +40,60 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import date
+from functools import partial
 from pathlib import Path
 
 import structlog
 
 from daemon.core.days import InvalidDay, parse_day
-from daemon.fs import Folder, RefusedFile, open_folder, read_regular
+from daemon.core.text_rows import ARCHIVED, CLAIMED, LIVE
+from daemon.files.daily_merge import SUFFIX as SUFFIX  # the day files' suffix, for others
+from daemon.files.daily_merge import (
+    Claim,
+    archived_bytes,
+    file_name,
+    merge,
+    record_name,
+    redacted_lines,
+    split_lines,
+    staging_name,
+)
+from daemon.files.daily_rows import DailyRows, DayFile, signature_of
+from daemon.fs import Folder, RefusedFile, open_folder, scan_directory
 from daemon.search.daily import DailyHit, DailyIndex, LineKey
 from daemon.search.fusion import DenseRanker
+from daemon.search.index import TextIndex
+from daemon.search.memory_index import MemoryTextIndex
 
 log = structlog.get_logger("cambium.daily")
 
-SUFFIX = ".md"
 ARCHIVE = "archive"
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A day's lines taken for consolidation. ``offset`` is how many lines the archive
-    holds before them, so line ``n`` of the claim becomes archive line ``offset + n``.
-    ``leftover``: the claim was made by an earlier, interrupted consolidation."""
-
-    day: date
-    lines: list[str]
-    offset: int
-    leftover: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _CachedFile:
-    signature: tuple[int, int]  # (mtime_ns, size) when it was read
-    lines: tuple[str, ...]
-
-
-def _name(day: date) -> str:
-    return f"{day.isoformat()}{SUFFIX}"
-
-
-def _staging_name(day: date) -> str:
-    return f".{day.isoformat()}{SUFFIX}.incoming"
-
-
-def _record_name(day: date) -> str:
-    return f".{day.isoformat()}{SUFFIX}.merge"
-
-
 class DailyLog:
-    """The daily files in one directory. Appends, claims and merges are serialised per
-    instance; searches cache each file's lines until the file changes, and hand them to
-    the layer's :class:`~daemon.search.daily.DailyIndex`.
+    """The daily files in one directory. Appends, claims, merges and the index's upkeep
+    are serialised per instance; searches rank the lines of ``index`` (by default one in
+    memory). An index that is not writable (a store opened read-only) is only read.
 
     The directory is resolved once, here: if the configured path is a symlink, that is the
     user's choice; nothing beneath it is ever followed."""
 
-    def __init__(self, directory: Path, dense: DenseRanker[LineKey] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        dense: DenseRanker[LineKey] | None = None,
+        *,
+        index: TextIndex | None = None,
+    ) -> None:
         self.directory = Path(os.path.realpath(directory))
         self.archive_directory = self.directory / ARCHIVE
-        self._lock = threading.Lock()  # append, claim and merge
-        self._cache_lock = threading.Lock()  # the search cache and its index
-        self._cache: dict[tuple[date, bool], _CachedFile] = {}
-        self._index = DailyIndex(dense)
-        self._dense = dense
+        self._lock = threading.Lock()  # append, claim, merge and the index's rows
+        self._dense_lock = threading.Lock()  # the dense side of the search
+        self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
+        self._index = DailyIndex(self.rows.index, self.numbered_lines, dense)
+        self._dense_stale: set[date] = set()  # days whose lines the dense side lacks
+        self._looked = False  # whether the first refresh (of this instance) ran
         self._warned: set[str] = set()
 
     # -- reading -------------------------------------------------------------------------
@@ -105,7 +101,7 @@ class DailyLog:
     def path(self, day: date, *, archived: bool = False) -> Path:
         """Where the day's live (or archived) file is, to show a person; every read and
         write goes through :mod:`daemon.fs` instead."""
-        return (self.archive_directory if archived else self.directory) / _name(day)
+        return (self.archive_directory if archived else self.directory) / file_name(day)
 
     def read(self, day: date, *, archived: bool = False) -> list[str] | None:
         """The day's lines (without line endings), or ``None`` if there is no such file
@@ -115,14 +111,14 @@ class DailyLog:
                 if live is None:
                     return None
                 if not archived:
-                    data = live.read(_name(day))
+                    data = live.read(file_name(day))
                 else:
                     with live.subfolder(ARCHIVE, create=False) as archive:
-                        data = None if archive is None else archive.read(_name(day))
+                        data = None if archive is None else archive.read(file_name(day))
         except RefusedFile as exc:
             self._warn_once(exc)
             return None
-        return None if data is None else _split_lines(data)
+        return None if data is None else split_lines(data)
 
     def position(self, day: date) -> int:
         """How many lines the day holds in all: archived, claimed and live. Appends only
@@ -136,14 +132,7 @@ class DailyLog:
 
     def unconsolidated_days(self, through: date) -> list[date]:
         """Days up to ``through`` with a live file or a claim not yet merged, oldest first."""
-        claimed = set()
-        for entry in _scan(self.archive_directory):
-            name = entry.name
-            if name.startswith(".") and name.endswith(f"{SUFFIX}.incoming"):
-                try:
-                    claimed.add(parse_day(name[1:].removesuffix(f"{SUFFIX}.incoming")))
-                except InvalidDay:
-                    continue
+        claimed = {day for day, _ in self._claims()}
         return sorted(day for day in {*self.days(archived=False), *claimed} if day <= through)
 
     def _files(self, archived: bool) -> Iterator[tuple[date, os.DirEntry[str]]]:
@@ -153,7 +142,7 @@ class DailyLog:
         if archived and os.path.islink(folder):
             self._warn_once(RefusedFile(0, "refused: a symlink", str(folder)))
             return
-        for entry in _scan(folder):
+        for entry in scan_directory(folder):
             if entry.name.endswith(SUFFIX):
                 try:
                     day = parse_day(entry.name.removesuffix(SUFFIX))
@@ -196,7 +185,8 @@ class DailyLog:
                 return False
             with open_folder(self.directory, create=True) as live:
                 assert live is not None
-                live.append(_name(day), line.encode("utf-8") + b"\n")
+                live.append(file_name(day), line.encode("utf-8") + b"\n")
+                self._sync(live, file_name(day), day, LIVE)
             return True
 
     def claim(self, day: date) -> Claim | None:
@@ -206,25 +196,28 @@ class DailyLog:
         with self._lock, open_folder(self.directory, create=False) as live:
             if live is None:
                 return None
-            kind = live.kind(_name(day))
+            kind = live.kind(file_name(day))
             with live.subfolder(ARCHIVE, create=kind is not None) as archive:
-                leftover = archive is not None and archive.kind(_staging_name(day)) is not None
+                leftover = archive is not None and archive.kind(staging_name(day)) is not None
                 if not leftover:
                     if kind is None:
                         return None
                     if kind != "file":
                         raise RefusedFile(
-                            0, "refused: not a regular file", str(live.path / _name(day))
+                            0, "refused: not a regular file", str(live.path / file_name(day))
                         )
                     assert archive is not None
                     # A record whose deletion a crash interrupted belongs to no claim yet.
-                    archive.remove(_record_name(day))
-                    live.move(_name(day), archive, _staging_name(day))
+                    archive.remove(record_name(day))
+                    live.move(file_name(day), archive, staging_name(day))
                 assert archive is not None
-                data = archive.read(_staging_name(day))
+                offset = len(self._archived(archive, day))
+                if not leftover and self.rows.index.writable:
+                    self.rows.claimed(day, offset)
+                data = self._sync(archive, staging_name(day), day, CLAIMED, offset=offset)
                 if data is None:
                     raise RefusedFile(0, "refused: the claim vanished", str(archive.path))
-                return Claim(day, _split_lines(data), len(self._archived(archive, day)), leftover)
+                return Claim(day, split_lines(data), offset, leftover)
 
     def merge(self, day: date) -> None:
         """Move the day's claim into the archive, appending to an archived file of the same
@@ -234,8 +227,10 @@ class DailyLog:
             if live is None:
                 return
             with live.subfolder(ARCHIVE, create=False) as archive:
-                if archive is not None:
-                    _merge(archive, day)
+                if archive is not None and merge(archive, day):
+                    if self.rows.index.writable:
+                        self.rows.merged(day)
+                    self._sync(archive, file_name(day), day, ARCHIVED)
 
     def archive(self, day: date) -> None:
         """Claim and merge the day, finishing an interrupted archive first: every line the
@@ -251,19 +246,33 @@ class DailyLog:
                 return []
             with live.subfolder(ARCHIVE, create=False) as archive:
                 before = [] if archive is None else self._archived(archive, day)
-                claimed = None if archive is None else archive.read(_staging_name(day))
-            now = live.read(_name(day))
-        return before + _split_lines(claimed or b"") + _split_lines(now or b"")
+                claimed = None if archive is None else archive.read(staging_name(day))
+            now = live.read(file_name(day))
+        return before + split_lines(claimed or b"") + split_lines(now or b"")
 
     @staticmethod
     def _archived(archive: Folder, day: date) -> list[str]:
         """The archive's lines before any merge in progress."""
-        data = archive.read(_name(day)) or b""
-        if archive.kind(_staging_name(day)) is not None:
-            recorded = archive.read(_record_name(day))
-            if recorded is not None:
-                data = data[: int(recorded)]
-        return _split_lines(data)
+        return split_lines(archived_bytes(archive, day, archive.read(file_name(day)) or b""))
+
+    def _sync(
+        self, folder: Folder, name: str, day: date, state: str, *, offset: int = 0
+    ) -> bytes | None:
+        """Bring the group of the file ``name`` in step with it (the caller holds the
+        lock); its bytes (``None``: no such file)."""
+        try:
+            stat = os.stat(name, dir_fd=folder.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            stat = None
+        data = folder.read(name)  # after the stat: a write in between is seen next time
+        if self.rows.index.writable:
+            self._dense_stale.add(day)
+            indexed = data
+            if state == ARCHIVED and data is not None:
+                indexed = archived_bytes(folder, day, data)
+            signature = None if stat is None or indexed is None else signature_of(stat, indexed)
+            self.rows.sync(day, state, indexed, offset=offset, signature=signature)
+        return data
 
     def _warn_once(self, problem: RefusedFile) -> None:
         where = str(problem.filename)
@@ -272,24 +281,6 @@ class DailyLog:
             log.warning("daily file skipped", path=where, reason=problem.strerror)
 
     # -- forgetting ----------------------------------------------------------------------
-
-    def archived_lines(self, cited: Mapping[date, Collection[int]]) -> list[str]:
-        """The texts of the archived lines ``cited`` (by day, 1-indexed numbers that exist)."""
-        found = []
-        for day, numbers in sorted(cited.items()):
-            lines = self.read(day, archived=True) or []
-            found += [lines[n - 1] for n in sorted(numbers) if 1 <= n <= len(lines)]
-        return found
-
-    def live_lines(self, wanted: Callable[[str], bool]) -> list[tuple[date, int]]:
-        """The (day, 1-indexed number) of every live line ``wanted`` accepts, oldest first:
-        what a forget leaves to the person, whose files these are."""
-        return [
-            (day, number)
-            for day in self.days(archived=False)
-            for number, line in enumerate(self.read(day) or [], start=1)
-            if wanted(line)
-        ]
 
     def redact_archive(self, cited: Mapping[date, Collection[int]], marker: str) -> int:
         """Replace the archived lines ``cited`` by ``marker`` (``memory.forget``), so every
@@ -301,150 +292,150 @@ class DailyLog:
         if "\n" in marker or "\r" in marker:
             raise ValueError("a marker must not contain a line break")
         changed = 0
-        with self._lock, self._cache_lock, open_folder(self.directory, create=False) as live:
+        with self._lock, open_folder(self.directory, create=False) as live:
             if live is None:
                 return 0
-            self._refresh()  # the index knows the lines' embeddings, to erase them
             with live.subfolder(ARCHIVE, create=False) as archive:
                 for day, numbers in sorted(cited.items()):
-                    if archive is not None:
-                        changed += self._redact_file(archive, day, set(numbers), marker)
-            self._refresh()
+                    if archive is None:
+                        continue
+                    redacted = self._redact_file(archive, day, set(numbers), marker)
+                    if redacted:  # the index drops the old text (FTS5 'delete') at once
+                        self._sync(archive, file_name(day), day, ARCHIVED)
+                    changed += redacted
         return changed
 
     def _redact_file(self, archive: Folder, day: date, numbers: set[int], marker: str) -> int:
-        data = archive.read(_name(day))
+        data = archive.read(file_name(day))
         if data is None:
             return 0
-        if archive.kind(_record_name(day)) is not None:
-            raise RefusedFile(0, "refused: a merge of this day is half done", _name(day))
-        lines = data.split(b"\n")
-        wanted = marker.encode("utf-8")
-        changed = 0
-        for number in sorted(numbers):
-            if not 1 <= number <= len(lines) or (number == len(lines) and not lines[-1]):
-                continue
-            ending = b"\r" if lines[number - 1].endswith(b"\r") else b""
-            if lines[number - 1] != wanted + ending:
-                lines[number - 1] = wanted + ending
-                changed += 1
+        if archive.kind(record_name(day)) is not None:
+            raise RefusedFile(0, "refused: a merge of this day is half done", file_name(day))
+        redacted, changed = redacted_lines(data, numbers, marker.encode("utf-8"))
         if changed:
-            if self._dense is not None:
-                for number in {n + step for n in numbers for step in (-1, 0, 1)}:
-                    self._dense.erase((day, True, number))
-            archive.replace(_name(day), b"\n".join(lines))
+            dense = self._index.dense
+            if dense is not None:
+                with self._dense_lock:
+                    for number in {n + step for n in numbers for step in (-1, 0, 1)}:
+                        dense.erase((day, True, number))
+            archive.replace(file_name(day), redacted)
         return changed
 
     # -- searching -----------------------------------------------------------------------
 
     def search(self, query: str, *, since: date | None, limit: int) -> list[DailyHit]:
-        """Ranked hits for ``query`` over the live and archived files of the days from
-        ``since`` on (``None``: all of them), most relevant first (see
+        """Ranked hits for ``query`` over the live, claimed and archived lines of the days
+        from ``since`` on (``None``: all of them), most relevant first (see
         :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`)."""
-        with self._cache_lock:
-            self._refresh()
+        self.refresh()
+        with self._dense_lock:
             return self._index.search(query, since=since, limit=limit)
 
     def prepare_search(self) -> None:
-        """Read what changed and embed its lines (with a dense ranker) now, so that the
+        """Index what changed and embed its lines (with a dense ranker) now, so that the
         next search does not wait for it."""
-        with self._cache_lock:
-            self._refresh()
+        self.refresh()
+        with self._dense_lock:
             self._index.flush()
 
-    def _refresh(self) -> None:
-        """Bring the cache and index in line with the files on disk."""
-        present: set[tuple[date, bool]] = set()
+    def refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Bring the index in line with the files on disk: only files whose size or mtime
+        changed are read (see :class:`~daemon.files.daily_rows.DailyRows`).
+
+        An index this process may not write (a store opened only to read: the CLI, with
+        the daemon down) is used as it is if it is current. If it is not, this instance
+        ranks from an index in memory instead, said once in the log: an answer is never
+        missing what the files say."""
+        with self._lock:
+            if not self.rows.index.writable and not self._looked:
+                stale = self.rows.stale(self._day_files())
+                if stale:
+                    log.warning(
+                        "the text index is not current: ranking in memory this time"
+                        " (start the daemon, or run `cambium index rebuild`)",
+                        files=len(stale),
+                    )
+                    self.rows = DailyRows(MemoryTextIndex(), split_lines)
+                    self._index.index = self.rows.index
+            if not self._looked and self._index.dense is not None:
+                # The dense side is not in the store: a new one is handed every line.
+                self._dense_stale |= {day for day, _ in self._dates()}
+            self._looked = True
+            if self.rows.index.writable:
+                self._dense_stale |= self.rows.refresh(self._day_files(), progress)
+            stale_days, self._dense_stale = self._dense_stale, set()
+        if self._index.dense is None:
+            return
+        with self._dense_lock:
+            for day in sorted(stale_days):  # the dense side breaks ties by insertion
+                for archived in (False, True):
+                    self._index.replace(day, archived, self.numbered_lines(day, archived))
+
+    def _dates(self) -> Iterator[tuple[date, str]]:
+        """Every day that has a file, with which file."""
+        for day_file in self._day_files():
+            yield day_file.day, day_file.state
+
+    def stale(self) -> list[tuple[date, str, str]]:
+        """The files the index is not in step with: (day, live|claimed|archived, why)."""
+        with self._lock:
+            return self.rows.stale(self._day_files())
+
+    def numbered_lines(self, day: date, archived: bool) -> list[str]:
+        """The day's live lines, or its archived and claimed lines in archive order: as
+        the index numbers them."""
+        if not archived:
+            return self.read(day) or []
+        try:
+            with open_folder(self.archive_directory, create=False) as archive:
+                if archive is None:
+                    return []
+                claimed = archive.read(staging_name(day)) or b""
+                return self._archived(archive, day) + split_lines(claimed)
+        except RefusedFile as exc:
+            self._warn_once(exc)
+            return []
+
+    def _day_files(self) -> list[DayFile]:
+        """Every live, archived and claimed file, as the index's upkeep looks at them."""
+        found = []
         for archived in (False, True):
             for day, entry in self._files(archived):
+                found.append(
+                    DayFile(
+                        day,
+                        ARCHIVED if archived else LIVE,
+                        partial(entry.stat, follow_symlinks=False),
+                        partial(self._indexed, day, ARCHIVED if archived else LIVE),
+                    )
+                )
+        for day, entry in self._claims():
+            stat = partial(entry.stat, follow_symlinks=False)
+            found.append(DayFile(day, CLAIMED, stat, partial(self._indexed, day, CLAIMED)))
+        return found
+
+    def _indexed(self, day: date, state: str) -> tuple[bytes, int]:
+        """The bytes of the day's ``state`` file that the index holds, and the number of
+        the line before them."""
+        folder = self.directory if state == LIVE else self.archive_directory
+        with open_folder(folder, create=False) as opened:
+            data = None
+            if opened is not None:
+                data = opened.read(staging_name(day) if state == CLAIMED else file_name(day))
+            if opened is None or data is None:
+                raise FileNotFoundError(state, day.isoformat())
+            if state == ARCHIVED:
+                return archived_bytes(opened, day, data), 0
+            if state == CLAIMED:
+                return data, len(self._archived(opened, day))
+            return data, 0
+
+    def _claims(self) -> Iterator[tuple[date, os.DirEntry[str]]]:
+        """The claims not yet merged, by day."""
+        for entry in scan_directory(self.archive_directory):
+            name = entry.name
+            if name.startswith(".") and name.endswith(f"{SUFFIX}.incoming"):
                 try:
-                    cached = self._load(entry, self._cache.get((day, archived)))
-                except FileNotFoundError:
-                    continue  # archived or deleted since it was listed
-                except RefusedFile as exc:  # replaced by a FIFO or symlink since it was listed
-                    self._warn_once(exc)
+                    yield parse_day(name[1:].removesuffix(f"{SUFFIX}.incoming")), entry
+                except InvalidDay:
                     continue
-                present.add((day, archived))
-                if cached is not None:
-                    self._replace(day, archived, cached)
-        for gone in self._cache.keys() - present:
-            self._replace(*gone, None)
-
-    def _replace(self, day: date, archived: bool, cached: _CachedFile | None) -> None:
-        if cached is None:
-            self._cache.pop((day, archived), None)
-        else:
-            self._cache[(day, archived)] = cached
-        self._index.replace(day, archived, None if cached is None else cached.lines)
-
-    @staticmethod
-    def _load(entry: os.DirEntry[str], previous: _CachedFile | None) -> _CachedFile | None:
-        """The file's contents if they changed since ``previous``, else ``None``."""
-        stat = entry.stat(follow_symlinks=False)
-        signature = (stat.st_mtime_ns, stat.st_size)
-        if previous is not None and previous.signature == signature:
-            return None
-        # The signature is taken before reading: a write in between makes the next search
-        # read the file again instead of trusting stale contents.
-        data = read_regular(Path(entry.path), follow_symlinks=False)
-        return _CachedFile(signature, tuple(_split_lines(data)))
-
-
-def _split_lines(data: bytes) -> list[str]:
-    """Lines split on ``\\n`` only, so numbering matches what an editor shows; a final
-    newline ends the last line rather than opening an empty one."""
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
-def _scan(folder: Path) -> list[os.DirEntry[str]]:
-    try:
-        return list(os.scandir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def _merge(archive: Folder, day: date) -> None:
-    """Step 1 and 2 of the merge (see the module's docstring); the caller holds the lock."""
-    staging, record, target = _staging_name(day), _record_name(day), _name(day)
-    kind = archive.kind(staging)
-    if kind is None:
-        # Either nothing was pending, or only the record's deletion was left to do.
-        archive.remove(record)
-        return
-    if kind != "file":
-        raise RefusedFile(0, "refused: not a regular file", str(archive.path / staging))
-    if archive.kind(target) is None:
-        archive.move(staging, archive, target)
-        return
-    recorded = archive.read(record)
-    current = archive.read(target) or b""
-    if recorded is not None:
-        base = int(recorded)
-    else:
-        base = len(current)
-        archive.replace(record, f"{base}\n".encode("ascii"))
-    incoming = archive.read(staging) or b""
-    last = current[base - 1 : base] if base else b"\n"
-    payload = (b"" if last == b"\n" else b"\n") + incoming
-    if incoming and not incoming.endswith(b"\n"):
-        payload += b"\n"
-    already = current[base:]
-    if already.startswith(payload):
-        missing = b""
-    elif payload.startswith(already):
-        missing = payload[len(already) :]  # an append was cut short
-    else:
-        # The archive changed under us in a way no interrupted run explains (edited by
-        # hand?). Appending everything may repeat lines but loses none.
-        log.warning("daily archive changed during a merge", day=day.isoformat())
-        missing = payload
-    if missing:
-        archive.append(target, missing, whole_lines=False)
-    # The staging file goes before the record: a staging file without a record means
-    # "nothing appended yet", so the record must outlive it.
-    archive.remove(staging)
-    archive.remove(record)

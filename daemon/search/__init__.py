@@ -4,18 +4,21 @@
   documents by key.
 - ``fusion``: reciprocal-rank fusion of a lexical and a dense ranking;
   :class:`~daemon.search.fusion.HybridIndex` keeps both current with the same calls.
-- ``daily``: the daily layer's line ranking (:class:`~daemon.search.daily.DailyIndex`).
-- ``marks``: the marks' observations (:class:`~daemon.search.marks.MarkIndex`).
+- ``index``: the persistent text index's seam (:class:`~daemon.search.index.TextIndex`,
+  implemented by the store: FTS5, tsvector), what a text is indexed as, and BM25 over the
+  candidates it returns; ``memory_index`` is the same index in memory, for tests.
+- ``daily``: the daily layer's line ranking over the index's candidates
+  (:class:`~daemon.search.daily.DailyIndex`).
+- ``marks``: what a mark is indexed as (subject and observation) and its dense side.
 - ``embedding`` and ``semantic``: the dense side (the ``semantic`` extra), the embedding
   model, and the embedding cache and dense index.
 
-The owners of the documents feed them in: the file layers (:mod:`daemon.files`) when a
-file changes, :class:`daemon.services.mark_text.MarkText` when the marks table does. An
-index is kept current by key (``add(key, text)``, ``remove(key)``, ``erase(key)`` for text
-that must not outlive its deletion) and asked for ``scores(query, where=...)`` or
-``search(query, limit, where=...)``; the dense side implements
-:class:`~daemon.search.fusion.DenseRanker`. A persistent index (FTS5, tsvector) plugs in
-at that seam.
+The owners of the documents feed them in: the daily layer (:mod:`daemon.files.daily_rows`)
+writes its lines' rows as it writes and reads the files, and
+:class:`daemon.services.mark_text.MarkText` indexes the marks the table queues. The
+substrate and the compost still rank with an in-memory :class:`~daemon.search.text.Index`
+kept current by key (``add(key, text)``, ``remove(key)``); the dense side implements
+:class:`~daemon.search.fusion.DenseRanker`.
 
 May import ``daemon.core``, the file layers' one way to the disk (``daemon.fs``, for
 the embedding cache's and the converted model's private files) and, for the semantic

@@ -1,31 +1,38 @@
 """The daily layer's search: ranked hits over the lines of the daily files.
 
-The daily layer (:class:`daemon.files.daily.DailyLog`) reads its files and hands each
-file's lines to a :class:`DailyIndex` whenever they change (:meth:`DailyIndex.replace`);
-the index ranks lines against a query, each by its own BM25 score plus a share of its
-neighbours', fused with the lines' ranking by meaning (with a dense ranker), with the lines
-of a speaker or a day the query names, and joins the best adjacent lines into hits.
+The lines are rows of the text index (:class:`~daemon.search.index.TextIndex`), which the
+daily layer (:class:`daemon.files.daily.DailyLog`) keeps in step with its files. A search
+asks the index for the best candidate lines and ranks those alone: each by its own BM25
+score plus a share of its neighbours', fused with the lines' ranking by meaning (with a
+dense ranker), with the lines of a speaker or a day the query names, and joins the best
+adjacent lines into hits.
+
+A line is known by its day, whether it is numbered as the archive numbers it (archived,
+or claimed by a consolidation: a claim's lines become those archive lines), and its
+number.
 """
 
 from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
+from daemon.core.text_rows import DAILY, LIVE, Candidate
 from daemon.search.fusion import (
     DENSE_CANDIDATES,
     DENSE_WEIGHT,
     FUSION_K,
     DenseRanker,
-    HybridIndex,
     line_meanings,
     ranking,
     reciprocal_rank_fusion,
     speaker,
 )
+from daemon.search.index import TextIndex, bm25
+from daemon.search.text import query_terms
 
 # In ranking, a line borrows this share of its neighbours' scores: in a log, the line that
 # answers something often sits next to the line that names it.
@@ -77,23 +84,35 @@ class DailyHit:
     line_range: tuple[int, int]  # 1-indexed, inclusive
 
 
-# Where a line lives: its day, whether it is archived, and its 1-indexed line number.
+# Where a line lives: its day, whether it is numbered as the archive numbers it, and its
+# 1-indexed line number.
 LineKey = tuple[date, bool, int]
+# The lines of a day's live file (False) or of its archive and claim, in archive order.
+LineSource = Callable[[date, bool], Sequence[str]]
+
+# How many candidate lines the index is asked for: every line holding a query term, on
+# any corpus this side of years of notes (the LoCoMo conversations hold 400-700 lines).
+CANDIDATES = 2000
 
 
 class DailyIndex:
-    """The lines of every daily file, live and archived, ranked against a query. Not
-    thread-safe: the daily layer serialises access to it."""
+    """The daily lines of a :class:`~daemon.search.index.TextIndex`, ranked against a
+    query; ``lines`` reads a file's lines for excerpts. With a dense ranker, the daily layer
+    hands it every file's lines (:meth:`replace`). Not thread-safe: the daily layer
+    serialises access to the dense side."""
 
-    def __init__(self, dense: DenseRanker[LineKey] | None = None) -> None:
-        self._lines: dict[tuple[date, bool], tuple[str, ...]] = {}
-        self._index: HybridIndex[LineKey] = HybridIndex(dense, b=LINE_B)
-        self._said_by: dict[str, set[LineKey]] = {}  # casefolded speaker -> their lines
+    def __init__(
+        self, index: TextIndex, lines: LineSource, dense: DenseRanker[LineKey] | None = None
+    ) -> None:
+        self.index = index
+        self._read_lines = lines
+        self.dense = dense
+        self._counts: dict[tuple[date, bool], int] = {}  # lines handed to the dense side
 
     def flush(self) -> None:
         """Embed (with a dense ranker) the lines added since the last search, now."""
-        if self._index.dense is not None:
-            self._index.dense.flush()
+        if self.dense is not None:
+            self.dense.flush()
 
     def search(self, query: str, *, since: date | None, limit: int) -> list[DailyHit]:
         """Ranked hits for ``query`` over the files of the days from ``since`` on
@@ -106,7 +125,14 @@ class DailyIndex:
         ``limit`` hits are filled; taken lines adjacent in a file form one hit, ranked by
         its best line.
         """
-        scores = self._scores(query, since)
+        files: dict[tuple[date, bool], Sequence[str]] = {}
+
+        def lines(day: date, archived: bool) -> Sequence[str]:
+            if (day, archived) not in files:
+                files[(day, archived)] = self._read_lines(day, archived)
+            return files[(day, archived)]
+
+        scores = self._scores(query, since, lines)
         # Best first; on equal scores the newer day, then the earlier line.
         candidates = [(-score, *_line_order(key), key) for key, score in scores.items()]
         # Only as many lines as the hits need are taken: pop them in order from a heap
@@ -116,20 +142,28 @@ class DailyIndex:
         return [
             DailyHit(
                 span.day.isoformat(),
-                "\n".join(self._lines[(span.day, span.archived)][span.start - 1 : span.end]),
+                "\n".join(lines(span.day, span.archived)[span.start - 1 : span.end]),
                 (span.start, span.end),
             )
             for span in _spans(ranked, limit)
         ]
 
-    def _scores(self, query: str, since: date | None) -> dict[LineKey, float]:
+    def _scores(self, query: str, since: date | None, lines: LineSource) -> dict[LineKey, float]:
         """Every candidate line's score: the rankings described in :meth:`search`, fused."""
-
-        def wanted(key: LineKey) -> bool:
-            return since is None or key[0] >= since
-
-        where = None if since is None else wanted
-        scores = _with_neighbours(self._index.scores(query, where=where))
+        wanted = list(query_terms(query))
+        found = (
+            self.index.candidates(
+                DAILY, wanted, CANDIDATES, since=None if since is None else since.isoformat()
+            )
+            if wanted
+            else []
+        )
+        speakers = {_key(c): c.speaker for c in found}
+        if found:
+            raw = bm25(found, wanted, self.index.statistics(DAILY, wanted), LINE_B)
+            scores = _with_neighbours(dict(zip(speakers, raw, strict=True)))
+        else:
+            scores = {}
         rankings: list[list[LineKey]] = [ranking(scores, _line_order)]
         weights = [1.0]
 
@@ -138,67 +172,58 @@ class DailyIndex:
             weights.append(weight)
             return reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
 
-        if self._index.dense is not None:
-            similar = self._index.dense.nearest(query, DENSE_CANDIDATES, where=where)
+        if self.dense is not None:
+            where = None if since is None else (lambda key: key[0] >= since)
+            similar = self.dense.nearest(query, DENSE_CANDIDATES, where=where)
             scores = fuse(ranking(similar, _line_order), DENSE_WEIGHT)
-        named = self._named_speakers(query)
+        named = _named(query, {name for name in speakers.values() if name})
         if named:
             said = {
-                key: scores[key] for name in named for key in self._said_by[name] & scores.keys()
+                key: score for key, score in scores.items() if _said(key, speakers, lines) in named
             }
             scores = fuse(ranking(said, _line_order), NAMED_SPEAKER_WEIGHT)
         days = {day for day in named_days(query) if since is None or day >= since}
         if days:
             on_days = {
-                (day, archived, number): scores.get((day, archived, number), 0.0)
-                for (day, archived), lines in self._lines.items()
-                if day in days
-                for number in range(1, len(lines) + 1)
+                key: scores.get(key, 0.0)
+                for source, state, part in self.index.parts(DAILY, [d.isoformat() for d in days])
+                for key in [(date.fromisoformat(source), state != LIVE, part)]
             }
             scores = fuse(ranking(on_days, _line_order), NAMED_DAY_WEIGHT)
         return scores
 
-    def _named_speakers(self, query: str) -> list[str]:
-        """The speakers of the log that ``query`` names (as whole words, any case)."""
-        folded = query.casefold()
-        return [
-            name
-            for name in self._said_by
-            if name in folded and re.search(rf"\b{re.escape(name)}\b", folded)
-        ]
-
-    def replace(self, day: date, archived: bool, lines: tuple[str, ...] | None) -> None:
-        """Index the file's ``lines`` in place of what it held before (``None``: the file
-        is gone)."""
-        previous = self._lines.pop((day, archived), None)
-        if previous is not None:
-            for number, line in enumerate(previous, start=1):
-                self._index.remove((day, archived, number))
-                self._said(line, (day, archived, number), add=False)
-        if lines is not None:
-            self._lines[(day, archived)] = lines
-            meanings = line_meanings(lines) if self._index.dense is not None else None
-            for number, line in enumerate(lines, start=1):
-                self._index.add(
-                    (day, archived, number),
-                    line,
-                    None if meanings is None else meanings[number - 1],
-                )
-                self._said(line, (day, archived, number), add=True)
-
-    def _said(self, line: str, key: LineKey, *, add: bool) -> None:
-        """Keep ``_said_by`` in step with the index."""
-        name = speaker(line)
-        if name is None:
+    def replace(self, day: date, archived: bool, lines: Sequence[str] | None) -> None:
+        """Hand the dense side a file's lines in place of what it held (``None``: gone)."""
+        if self.dense is None:
             return
-        folded = name.casefold()
-        if add:
-            self._said_by.setdefault(folded, set()).add(key)
-            return
-        lines = self._said_by.get(folded, set())
-        lines.discard(key)
-        if not lines:
-            self._said_by.pop(folded, None)
+        for number in range(1, self._counts.pop((day, archived), 0) + 1):
+            self.dense.remove((day, archived, number))
+        if lines:
+            self._counts[(day, archived)] = len(lines)
+            for number, meaning in enumerate(line_meanings(lines), start=1):
+                self.dense.add((day, archived, number), meaning)
+
+
+def _key(candidate: Candidate) -> LineKey:
+    return date.fromisoformat(candidate.source), candidate.state != LIVE, candidate.part
+
+
+def _said(key: LineKey, speakers: dict[LineKey, str | None], lines: LineSource) -> str | None:
+    """Who says the line (casefolded): known for a candidate, else read from its file."""
+    if key in speakers:
+        return speakers[key]
+    day, archived, number = key
+    held = lines(day, archived)
+    name = speaker(held[number - 1]) if number <= len(held) else None
+    return None if name is None else name.casefold()
+
+
+def _named(query: str, speakers: set[str]) -> set[str]:
+    """The speakers among ``speakers`` that ``query`` names (as whole words, any case)."""
+    folded = query.casefold()
+    return {
+        name for name in speakers if name in folded and re.search(rf"\b{re.escape(name)}\b", folded)
+    }
 
 
 def named_days(query: str) -> set[date]:

@@ -1,11 +1,11 @@
-"""The mark index: free text finds marks by what their observations say.
+"""The marks' free-text search: what a query asks of the text index, and the dense side.
 
-A BM25 index (the same ranked matcher as the substrate, daily and compost layers) over
-every mark's observation, by mark id, with the workspace each mark belongs to; with a dense
-ranker, every observation is also embedded and the lexical and dense rankings are fused as
-in the daily layer. A dotted subject path asks for a subtree, not for words: it finds
-nothing here (:func:`is_free_text`). What the index holds is decided by its owner
-(:class:`daemon.services.mark_text.MarkText`, which follows the marks table).
+A mark is indexed as one row whose terms are its subject's segments and its observation's
+words together (``people.arnold.plans`` / "moving to Lisbon" is found by ``arnold`` and by
+``lisbon``). A dotted subject path asks for a subtree, not for words: it finds nothing here
+(:func:`is_free_text`). With a dense ranker, every observation is also embedded
+(:class:`MarkMeanings`) and the lexical and dense rankings are fused as in the daily
+layer. What is indexed is decided by its owner (:class:`daemon.services.mark_text.MarkText`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from daemon.search.fusion import (
     DENSE_WEIGHT,
     FUSION_K,
     DenseRanker,
-    HybridIndex,
     ranking,
     reciprocal_rank_fusion,
 )
@@ -40,12 +39,17 @@ def has_terms(about: str) -> bool:
     return is_free_text(about) and bool(query_terms(about))
 
 
-class MarkIndex:
-    """The marks known to the index, each with its workspace, and the text of those not
-    erased. Not thread-safe: its owner serialises access."""
+def indexed_text(subject: str, observation: str) -> str:
+    """What a mark's row is made of: its subject's segments are words like the rest."""
+    return f"{subject} {observation}"
 
-    def __init__(self, dense: DenseRanker[str] | None = None) -> None:
-        self._lexical: HybridIndex[str] = HybridIndex(dense)
+
+class MarkMeanings:
+    """The marks known to the dense side, each with its workspace, and the meaning of
+    those not erased. Not thread-safe: its owner serialises access."""
+
+    def __init__(self, dense: DenseRanker[str]) -> None:
+        self.dense = dense
         self._workspace: dict[str, str] = {}  # mark id -> workspace id
 
     def ids(self) -> KeysView[str]:
@@ -53,43 +57,38 @@ class MarkIndex:
         return self._workspace.keys()
 
     def add(self, mark_id: str, workspace: str, observation: str | None) -> None:
-        """Know ``mark_id``; index its ``observation`` unless it is ``None`` (erased)."""
+        """Know ``mark_id``; embed its ``observation`` unless it is ``None`` (erased)."""
         if observation is not None:
-            self._lexical.add(mark_id, observation)
+            self.dense.add(mark_id, (observation,))
         self._workspace[mark_id] = workspace
 
     def erase(self, mark_id: str) -> None:
-        """Drop the mark's text (and its embedding from the cache); it stays known."""
-        self._lexical.erase(mark_id)
+        """Drop the mark's embedding (from the cache too); it stays known."""
+        self.dense.erase(mark_id)
 
     def drop(self, mark_id: str) -> None:
         """Forget the mark entirely: its row is gone."""
-        self._lexical.erase(mark_id)
+        self.dense.erase(mark_id)
         del self._workspace[mark_id]
 
-    def search(self, workspace: str, about: str) -> list[str]:
-        """Ids of the marks in ``workspace`` whose observation holds a word of ``about``
-        (or, with a dense ranker, is close to it in meaning), most relevant first."""
+    def fuse(self, workspace: str, about: str, found: list[str]) -> list[str]:
+        """``found`` (the lexical ranking, best first) fused with the marks of
+        ``workspace`` closest to ``about`` in meaning."""
 
         def here(mark_id: str) -> bool:
-            return self._workspace[mark_id] == workspace
+            return self._workspace.get(mark_id) == workspace
 
-        found = [hit.key for hit in self._lexical.search(about, MAX_HITS, where=here)]
-        if self._lexical.dense is None:
-            return found
-        similar = self._lexical.dense.nearest(about, MAX_HITS, where=here)
+        similar = self.dense.nearest(about, MAX_HITS, where=here)
         fused = reciprocal_rank_fusion(
             [found, ranking(similar, str)], weights=(1.0, DENSE_WEIGHT), k=FUSION_K
         )
         return ranking(fused, str)[:MAX_HITS]
 
     def flush(self) -> None:
-        """Embed (with a dense ranker) the texts added since the last search, now."""
-        if self._lexical.dense is not None:
-            self._lexical.dense.flush()
+        """Embed the texts added since the last search, now."""
+        self.dense.flush()
 
     def prune(self) -> None:
-        """Delete every cached embedding no indexed text has (with a dense ranker; call it
-        once every live text is indexed)."""
-        if self._lexical.dense is not None:
-            self._lexical.dense.prune()
+        """Delete every cached embedding no known text has (call it once every live text
+        is known)."""
+        self.dense.prune()

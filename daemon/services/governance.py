@@ -20,7 +20,7 @@ Refusals are the domain's (:mod:`daemon.services.errors`), naming the field at f
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -37,6 +37,7 @@ from daemon.core.forgetting import (
 from daemon.core.records import MARK_STATES, Mark, Tombstone, derived_id
 from daemon.core.signal import Signal
 from daemon.core.subjects import normalize_subject
+from daemon.files.daily import DailyLog
 from daemon.services.errors import Conflict, Invalid, NotFound
 from daemon.store import Tx
 
@@ -237,3 +238,23 @@ def forget(
     tx.marks.erase([m.id for m in forgetting.marks], f"forgotten: {reason}", signal.emitted_at)
     tx.tombstones.insert(tombstone)
     return tombstone
+
+
+def archived_lines(daily: DailyLog, cited: Mapping[date, Collection[int]]) -> list[str]:
+    """The texts of the archived lines ``cited`` (by day, 1-indexed numbers that exist)."""
+    found = []
+    for day, numbers in sorted(cited.items()):
+        lines = daily.read(day, archived=True) or []
+        found += [lines[n - 1] for n in sorted(numbers) if 1 <= n <= len(lines)]
+    return found
+
+
+def live_lines(daily: DailyLog, wanted: Callable[[str], bool]) -> list[tuple[date, int]]:
+    """The (day, 1-indexed number) of every live line ``wanted`` accepts, oldest first:
+    what a forget leaves to the person, whose files these are."""
+    return [
+        (day, number)
+        for day in daily.days(archived=False)
+        for number, line in enumerate(daily.read(day) or [], start=1)
+        if wanted(line)
+    ]

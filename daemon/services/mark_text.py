@@ -1,26 +1,22 @@
-"""Free text finds marks by what they say (a dotted subject path is matched by prefix
-only): a BM25 index (the same ranked matcher as the substrate, daily and compost layers)
-over every mark's observation, kept in memory (:class:`daemon.search.marks.MarkIndex`);
-this module keeps it in step with the marks table.
+"""Free text finds marks by what they say and by their subject's words (a dotted subject
+path is matched by prefix only), through the store's text index
+(:mod:`daemon.store.text_index`); this module keeps the marks' rows current.
 
-The index follows the table cheaply: a mark's text is fixed once written (a reinforcement
-changes only its strength), so a new mark is a new row. Before each search one count tells
-whether rows were added (or removed); if so, the rows stored since the last look are read
-(by ``created_at``, with slack for instants that arrive late), and if the count still does
-not agree (a signal emitted with an old ``emitted_at``, or the first look), the stored ids
-are compared with the indexed ones and only the difference is read.
-The state and strength of every hit are decided afterwards, by the ordinary marks query.
-
-The one change to a written text is ``memory.forget``, which erases it: before each search
-the forgotten marks are looked up (an indexed query on their state) and any still in the
-index are dropped, so erased text neither stays in the daemon's memory nor finds a mark.
+The table keeps the index honest by itself: triggers on ``memory_marks`` queue every mark
+inserted or whose text changed (``text_pending``) and delete the rows of a changed or
+deleted mark in the same transaction, so ``memory.forget`` leaves no row to find.
+:meth:`MarkText.index` turns queued marks into rows (stemmed here, where the terms are
+made), a chunk per transaction: resumable, and O(new marks). A search also ranks what is
+still queued, in memory, so a mark is found from the moment it is stored, whoever asks
+(the daemon, or a CLI reading the store while the daemon is down).
 
 With semantic recall on (a dense ranker given), every observation is also embedded, when
-the index first sees it (the next recall, or the daemon's start), and cached by content
-hash beside the store, apart from the other layers' embeddings; the lexical and dense
-rankings are fused as in the daily layer. A forgotten mark's embedding is deleted with it,
-and the first look after a start deletes any cached embedding no indexed text has (what a
-forget left behind while the daemon was not running).
+the dense side first sees it (the next recall, or the daemon's start), and cached by
+content hash beside the store, apart from the other layers' embeddings; the lexical and
+dense rankings are fused as in the daily layer. The dense side follows the table as it did
+before the index moved into the store: new rows by count and creation instant, forgotten
+marks by their state; a forgotten mark's embedding is deleted with it, and the first look
+after a start deletes any cached embedding no indexed text has.
 """
 
 from __future__ import annotations
@@ -28,77 +24,129 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta
 
+from daemon.core.text_rows import MARKS
 from daemon.search.fusion import DenseRanker
-from daemon.search.marks import MarkIndex, has_terms
+from daemon.search.index import row_of
+from daemon.search.marks import MAX_HITS, MarkMeanings, has_terms, indexed_text
+from daemon.search.text import Index, query_terms
 from daemon.store import MarkText as Said
-from daemon.store import Tx
+from daemon.store import Store, Tx
 
-# How far back from the newest row already indexed an incremental read starts.
+# How far back from the newest row already embedded an incremental read starts.
 SLACK = timedelta(minutes=10)
+# Marks turned into rows per transaction; and at most this many still queued are ranked
+# in memory by a search (the daemon indexes the queue at each recall and at its start).
+CHUNK = 500
 
 
 class MarkText:
-    """The index, for every workspace (a search names its workspace). Thread-safe: recall
-    runs in worker threads."""
+    """The marks' side of the text index, for every workspace (a search names its
+    workspace). Thread-safe: recall runs in worker threads."""
 
     def __init__(self, dense: DenseRanker[str] | None = None) -> None:
         self._lock = threading.Lock()
-        self._index = MarkIndex(dense)
+        self._indexing = threading.Lock()  # one writer of the marks' rows per process
+        self._meanings = None if dense is None else MarkMeanings(dense)
         self._newest: datetime | None = None
-        self._forgotten: set[str] = set()  # erased by memory.forget: never indexed
+        self._forgotten: set[str] = set()  # erased by memory.forget: never embedded
         self._pruned = False  # whether the cache was cleared of what no mark says
 
+    def index(self, store: Store) -> int:
+        """Turn every queued mark into its row; how many marks were taken off the queue."""
+        done = 0
+        with self._indexing:
+            while True:
+                taken = store.write_sync(_index_queued)
+                done += taken
+                if taken < CHUNK:
+                    return done
+
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
-        """Ids of the marks in ``workspace`` whose observation holds a word of ``about``
-        (or, with a dense ranker, is close to it in meaning), most relevant first. A
-        subject path finds nothing here (see :func:`daemon.search.marks.is_free_text`)."""
+        """Ids of the marks in ``workspace`` whose subject or observation holds a word of
+        ``about`` (or, with a dense ranker, is close to it in meaning), most relevant
+        first. A subject path finds nothing here (see
+        :func:`daemon.search.marks.is_free_text`)."""
         if not has_terms(about):
             return []  # nothing to look for: no need to follow the table
+        wanted = list(query_terms(about))
+        rows = tx.text_index.candidates(MARKS, wanted, MAX_HITS, scope=workspace)
+        found = [row.source for row in rows]
+        found += [mark for mark in _queued_matches(tx, workspace, about) if mark not in found]
+        if self._meanings is None:
+            return found[:MAX_HITS]
         with self._lock:
-            self._follow(tx)
-            return self._index.search(workspace, about)
+            self._follow(tx, self._meanings)
+            return self._meanings.fuse(workspace, about, found[:MAX_HITS])
 
     def follow(self, tx: Tx) -> None:
-        """Bring the index up to date with the table now rather than at the next search."""
-        with self._lock:
-            self._follow(tx)
+        """Bring the dense side up to date with the table now rather than at the next
+        search (with a dense ranker)."""
+        if self._meanings is not None:
+            with self._lock:
+                self._follow(tx, self._meanings)
 
     def embed(self) -> None:
         """Embed (with a dense ranker) the texts read since the last search, outside any
         transaction, so that the next search does not wait for it."""
-        with self._lock:
-            self._index.flush()
+        if self._meanings is not None:
+            with self._lock:
+                self._meanings.flush()
 
-    def _follow(self, tx: Tx) -> None:
+    def _follow(self, tx: Tx, meanings: MarkMeanings) -> None:
         for mark_id in tx.marks.forgotten_ids() - self._forgotten:
-            self._index.erase(mark_id)
+            meanings.erase(mark_id)
             self._forgotten.add(mark_id)
-        self._read_new(tx)
+        self._read_new(tx, meanings)
         if not self._pruned:
-            self._index.prune()  # every live text is indexed now
+            meanings.prune()  # every live text is known now
         self._pruned = True
 
-    def _read_new(self, tx: Tx) -> None:
+    def _read_new(self, tx: Tx, meanings: MarkMeanings) -> None:
         count = tx.marks.count_all()
-        if count == len(self._index.ids()):
+        if count == len(meanings.ids()):
             return
         if self._newest is not None:
-            self._read(tx.marks.texts_created_since(self._newest - SLACK))
-        if count == len(self._index.ids()):
+            self._read(tx.marks.texts_created_since(self._newest - SLACK), meanings)
+        if count == len(meanings.ids()):
             return
         # Rows stored with an old instant (or the first look): compare ids, read what is new.
         stored = tx.marks.all_ids()
-        for gone in self._index.ids() - stored:
-            self._index.drop(gone)
-        self._read(tx.marks.texts_of(list(stored - self._index.ids())))
+        for gone in meanings.ids() - stored:
+            meanings.drop(gone)
+        self._read(tx.marks.texts_of(list(stored - meanings.ids())), meanings)
 
-    def _read(self, found: list[Said]) -> None:
-        known = self._index.ids()
-        for mark_id, workspace, observation, created_at in (
-            (t.id, t.workspace_id, t.observation, t.created_at) for t in found
-        ):
-            if mark_id not in known:
-                forgotten = mark_id in self._forgotten
-                self._index.add(mark_id, workspace, None if forgotten else observation)
-            if self._newest is None or created_at > self._newest:
-                self._newest = created_at
+    def _read(self, found: list[Said], meanings: MarkMeanings) -> None:
+        known = meanings.ids()
+        for text in found:
+            if text.id not in known:
+                forgotten = text.id in self._forgotten
+                meanings.add(text.id, text.workspace_id, None if forgotten else text.observation)
+            if self._newest is None or text.created_at > self._newest:
+                self._newest = text.created_at
+
+
+def _index_queued(tx: Tx) -> int:
+    """One chunk of the queue into rows; how many marks it held."""
+    queued = tx.text_index.pending_marks(CHUNK)
+    rows = [
+        row_of(0, mark.observation, indexed_text(mark.subject, mark.observation))
+        for mark in queued
+        if not mark.forgotten and mark.workspace_id
+    ]
+    tx.text_index.indexed_marks(queued, rows)
+    return len(queued)
+
+
+def _queued_matches(tx: Tx, workspace: str, about: str) -> list[str]:
+    """The queued marks of ``workspace`` that ``about`` finds, ranked in memory."""
+    queued = [
+        mark
+        for mark in tx.text_index.pending_marks(CHUNK)
+        if mark.workspace_id == workspace and not mark.forgotten
+    ]
+    if not queued:
+        return []
+    index: Index[str] = Index()
+    for mark in queued:
+        index.add(mark.id, indexed_text(mark.subject, mark.observation))
+    return [match.key for match in index.search(about, MAX_HITS)]

@@ -1,13 +1,17 @@
 """recall: what does the memory know about X? One answer blended from four layers.
 
 - marks: segment-prefix match on the subject, or, unless the query is a dotted subject path,
-  an observation holding a word of the query (whole stemmed words, as the other layers
-  match); current strength at least
+  a subject or observation holding a word of the query (whole stemmed words, as the other
+  layers match; a subject's segments are words); current strength at least
   ``min_strength``, last reinforced within the horizon; strongest first, then most recent.
   An empty ``about`` matches every mark.
 - substrate: ranked text hits, plus every substrate file the returned marks reference.
-- daily: ranked text hits in live and archived files within the horizon (default 7 days),
-  plus the very log lines the returned marks cite as evidence.
+- daily: ranked text hits in live, claimed and archived lines within the horizon (default 7
+  days), plus the very log lines the returned marks cite as evidence.
+
+The daily lines and the marks are ranked from the store's text index
+(:mod:`daemon.store.text_index`); the daemon keeps it current, and a process that only
+reads the store (the CLI) reads it as it is.
 - compost: learnings of retired agents, grouped and ranked.
 """
 
@@ -29,8 +33,9 @@ from daemon.files.substrate import Substrate, SubstrateHit
 from daemon.schema.recall import RecallQuery, horizon_start
 from daemon.search.daily import DailyHit
 from daemon.search.fusion import DenseRanker
+from daemon.search.memory_index import MemoryTextIndex
 from daemon.services.mark_text import MarkText
-from daemon.store import Store, Tx
+from daemon.store import Store, StoreTextIndex, Tx
 
 T = TypeVar("T")
 
@@ -120,10 +125,12 @@ class Layers:
     @classmethod
     def from_config(cls, config: Config, store: Store) -> Layers:
         dense = dense_indexes(config.recall)
+        # A store in memory (no database yet) keeps nothing: its index would be empty.
+        index = MemoryTextIndex() if store.in_memory else StoreTextIndex(store)
         return cls(
             store=store,
             substrate=Substrate(config.paths.substrate, dense(None) if dense else None),
-            daily=DailyLog(config.paths.daily, dense(None) if dense else None),
+            daily=DailyLog(config.paths.daily, dense(None) if dense else None, index=index),
             compost=Compost(config.paths.compost, config.compost.templates),
             workspace=config.workspace,
             zone=config.zone,
@@ -133,12 +140,19 @@ class Layers:
         )
 
     def prepare_search(self) -> None:
-        """Embed the daily and substrate lines and the marks' texts ahead of the first
-        recall (semantic on)."""
+        """Bring the text index up to date (the daily files that changed, the marks
+        queued) and embed the daily and substrate lines and the marks' texts (semantic on)
+        ahead of the first recall."""
+        self.index_marks()
         self.daily.prepare_search()
         self.substrate.prepare_search()
         self.store.read_sync(self.mark_text.follow)
         self.mark_text.embed()
+
+    def index_marks(self) -> None:
+        """Index the marks queued since the last look (where this process may write)."""
+        if self.store.writer_alive:
+            self.mark_text.index(self.store)
 
 
 def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[Any]] | None:
@@ -205,6 +219,7 @@ def _marks(
         states += ENDED_MARK_STATES
 
     workspace = query.workspace or memory.workspace
+    memory.index_marks()
 
     def read(tx: Tx) -> list[MarkHit]:
         # Under the subject prefix, or saying a word of the query.

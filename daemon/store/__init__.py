@@ -1,6 +1,7 @@
 """The SQL store: engine set-up, the single group-committing writer, migrations, and one
-repository per table family (:class:`SignalLog`, :class:`Marks`, :class:`Seeds`) that names
-every database operation once and returns typed records.
+repository per table family (:class:`SignalLog`, :class:`Marks`, :class:`Seeds`,
+:class:`TextRows` for the text index) that names every database operation once and returns
+typed records; :class:`StoreTextIndex` is the text index the file layers rank from.
 
 Other packages import what they need from here; the modules inside are the store's own
 (``daemon.store.migrate``, which loads Alembic, and ``daemon.store.notify``, which needs
@@ -22,6 +23,8 @@ from daemon.store.lock import StoreLock
 from daemon.store.marks import Marks, MarkText, fingerprint
 from daemon.store.seeds import Seeds
 from daemon.store.signals import NewSignal, SignalLog, Stored
+from daemon.store.store_text_index import StoreTextIndex
+from daemon.store.text_index import TextRows
 
 __all__ = [
     "DeliveriesPending",
@@ -37,7 +40,9 @@ __all__ = [
     "StoreInUse",
     "StoreLock",
     "StoreLost",
+    "StoreTextIndex",
     "Stored",
+    "TextRows",
     "Tx",
     "WriterClosed",
     "check_sqlite_file",

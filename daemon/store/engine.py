@@ -24,6 +24,7 @@ from daemon.store.marks import Marks
 from daemon.store.rhythm_state import RhythmState
 from daemon.store.seeds import Seeds
 from daemon.store.signals import SignalLog
+from daemon.store.text_index import TextRows
 from daemon.store.tombstones import Tombstones
 from daemon.store.writer import BatchFunction, Writer
 
@@ -123,6 +124,10 @@ class Tx:
     def rhythms(self) -> RhythmState:
         return RhythmState(self.connection)
 
+    @property
+    def text_index(self) -> TextRows:
+        return TextRows(self.connection)
+
 
 class Store:
     """The database as the daemon sees it. Work is a function of a :class:`Tx`: ``write``
@@ -155,6 +160,11 @@ class Store:
         """Why the last write failed, in one line, until a write succeeds again."""
         failure = self._writer.failure
         return None if failure is None else describe_failure(self.url, failure)
+
+    @property
+    def in_memory(self) -> bool:
+        """An SQLite database in memory: nothing persists, not even an index."""
+        return self.dialect == "sqlite" and self._file is None
 
     def start(self) -> None:
         if self._file is not None and self._file.exists():
@@ -210,12 +220,15 @@ class Store:
         return result
 
     def scrub(self) -> None:
-        """After erasing text (``memory.forget``): on SQLite, copy the write-ahead log into
-        the database file and truncate it, so old page images holding the text are gone
-        from disk too (the file's freed content is zeroed by ``secure_delete``). Best effort:
-        a reader holding an old snapshot keeps the log until the next checkpoint."""
+        """After erasing text (``memory.forget``): on SQLite, merge the marks' full-text
+        index into one segment (what its ``'delete'`` entries cancelled leaves the file),
+        then copy the write-ahead log into the database file and truncate it, so old page
+        images holding the text are gone from disk too (the file's freed content is zeroed
+        by ``secure_delete``). Best effort: a reader holding an old snapshot keeps the log
+        until the next checkpoint."""
         if self._file is None:
             return
+        self.write_sync(lambda tx: tx.text_index.optimize())
         with closing(sqlite3.connect(self._file, timeout=BUSY_TIMEOUT_MS / 1000)) as connection:
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
@@ -233,6 +246,8 @@ class Store:
     def write_sync(self, job: Callable[[Tx], T]) -> T:
         """Synchronous write in its own transaction, bypassing the writer thread.
 
-        Only for code that runs without a bus (``cambium db upgrade``, tests' fixtures)."""
+        Only for code that runs without a bus (``cambium db upgrade``, tests' fixtures) and
+        for the text index's upkeep, which runs in the file layers' threads, outside the
+        bus's transactions."""
         with self._writer.engine.connect() as connection, connection.begin():
             return job(Tx(connection))

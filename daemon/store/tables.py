@@ -241,3 +241,63 @@ class RhythmStateTable(SQLModel, table=True):
 
     name: str = Field(primary_key=True, max_length=128)
     first_scheduled_at: datetime = _instant()
+
+
+# -- the text index (daemon.store.text_index) ---------------------------------------------
+# Beside these tables the migration makes what the models cannot say: on SQLite an FTS5
+# table per layer over ``text_rows.terms`` (external content, kept by triggers) and its
+# fts5vocab; on PostgreSQL a generated ``tsv`` column with a GIN index; on both, triggers
+# that keep ``text_totals`` and queue every new or changed mark in ``text_pending``.
+
+
+class TextRowTable(SQLModel, table=True):
+    """One indexed text: a daily line or a mark, as its pre-stemmed terms."""
+
+    __tablename__ = "text_rows"
+    __table_args__ = (
+        UniqueConstraint("layer", "source", "state", "part", name="uq_text_rows_place"),
+    )
+
+    id: int | None = Field(
+        default=None, sa_column=Column(SEQUENCE, primary_key=True, autoincrement=True)
+    )
+    layer: str = Field(max_length=16)  # daily | marks
+    scope: str = Field(default="", max_length=128)  # a mark's workspace
+    source: str = Field(max_length=512)  # the day (YYYY-MM-DD) or the mark id
+    state: str = Field(default="", max_length=16)  # daily: live | claimed | archived
+    part: int  # the line number
+    terms: str  # the stemmed terms, space-separated
+    length: int  # how many terms
+    digest: int = Field(sa_column=Column(BigInteger(), nullable=False))  # of the text
+    speaker: str | None = Field(default=None, max_length=128)  # casefolded
+
+
+class TextFileTable(SQLModel, table=True):
+    """The file a group of rows was read from, as it was then."""
+
+    __tablename__ = "text_files"
+
+    layer: str = Field(primary_key=True, max_length=16)
+    source: str = Field(primary_key=True, max_length=512)
+    state: str = Field(primary_key=True, max_length=16)
+    size: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    mtime_ns: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    sha256: str = Field(max_length=64)
+
+
+class TextTotalsTable(SQLModel, table=True):
+    """Per layer: how many rows hold terms, and how many terms they hold (for BM25)."""
+
+    __tablename__ = "text_totals"
+
+    layer: str = Field(primary_key=True, max_length=16)
+    documents: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    total_length: int = Field(sa_column=Column(BigInteger(), nullable=False))
+
+
+class TextPendingTable(SQLModel, table=True):
+    """Marks inserted or changed since their text was last indexed."""
+
+    __tablename__ = "text_pending"
+
+    mark_id: str = Field(primary_key=True, max_length=128)

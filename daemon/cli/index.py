@@ -1,0 +1,129 @@
+"""``cambium index check`` and ``cambium index rebuild``: the store's text index, seen and
+brought up to date by a person.
+
+The daemon keeps the index current by itself (and builds what is missing when it starts);
+these commands are for looking at it, and for building it ahead of a start (after an
+upgrade, or a restore). Both work on the store directly, daemon running or not: the
+index's rows are written file by file and mark chunk by mark chunk, so an interrupted
+rebuild resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from daemon.cli.common import Failure, config_option, json_option, load, print_json
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.services.recall import Layers
+    from daemon.store import Store
+
+
+@click.group()
+def index() -> None:
+    """The text index recall ranks from (daily lines and marks, in the store)."""
+
+
+@index.command()
+@json_option
+@config_option
+def check(as_json: bool, config_path: Path | None) -> None:
+    """Report what the index lacks or holds stale; exit 1 if anything.
+
+    Daily files whose size or mtime changed are read and hashed (an unchanged file is not
+    read); marks are counted: queued for indexing, or missing from the index.
+
+    \b
+    Example:
+      cambium index check
+    """
+    from daemon.cli.common import reading_store
+
+    config = load(config_path)
+    with reading_store(config) as store:
+        report = _status(config, store)
+    if as_json:
+        print_json(asdict(report))
+    else:
+        for line in report.daily:
+            click.echo(f"daily {line['day']} ({line['file']}): {line['why']}")
+        click.echo(f"marks queued for indexing: {report.marks_queued}")
+        click.echo(f"marks missing from the index: {report.marks_missing}")
+    if not report.current:
+        raise SystemExit(1)
+    if not as_json:
+        click.echo("the index is up to date")
+
+
+@index.command()
+@config_option
+def rebuild(config_path: Path | None) -> None:
+    """Build what the index lacks and re-read what is stale, printing progress.
+
+    Safe to interrupt and run again: what was written stays, and only the rest is done.
+
+    \b
+    Example:
+      cambium index rebuild
+    """
+    from daemon.cli.common import reading_store
+
+    config = load(config_path)
+    with reading_store(config) as store:
+        store.start()  # the index is written through the store's own connections
+        memory = _layers(config, store)
+        queued = store.write_sync(lambda tx: tx.text_index.queue_unindexed_marks())
+        if queued:
+            click.echo(f"marks: {queued} missing from the index, queued", err=True)
+        memory.daily.refresh(_progress("daily files"))
+        done = memory.mark_text.index(store)
+        click.echo(f"marks: {done} indexed", err=True)
+        report = _status(config, store)
+    if not report.current:
+        raise Failure("the index is still not up to date (was it changed meanwhile?)")
+    click.echo("the index is up to date")
+
+
+def _layers(config: Config, store: Store) -> Layers:
+    from daemon.cli.memory import open_memory
+
+    return open_memory(config, store)
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    daily: list[dict[str, str]]  # the stale files: day, file (live|claimed|archived), why
+    marks_queued: int
+    marks_missing: int
+
+    @property
+    def current(self) -> bool:
+        return not (self.daily or self.marks_queued or self.marks_missing)
+
+
+def _status(config: Config, store: Store) -> IndexStatus:
+    memory = _layers(config, store)
+    stale = [
+        {"day": day.isoformat(), "file": state, "why": why}
+        for day, state, why in memory.daily.stale()
+    ]
+    queued, missing = store.read_sync(
+        lambda tx: (tx.text_index.count_pending(), tx.text_index.count_unindexed_marks())
+    )
+    return IndexStatus(stale, queued, missing)
+
+
+def _progress(what: str) -> Callable[[int, int], None]:
+    """Tells stderr how far a pass has come, about every twentieth of the way."""
+
+    def show(done: int, total: int) -> None:
+        if done == total or done % max(total // 20, 1) == 0:
+            click.echo(f"{what}: {done}/{total}", err=True)
+
+    return show

@@ -1,0 +1,269 @@
+"""The text index in the store: :class:`TextRows` names every operation on its tables once
+(inside a transaction, as ``tx.text_index``), and :class:`StoreTextIndex` is the
+:class:`~daemon.search.index.TextIndex` the file layers use, one transaction per call.
+
+Candidates come from the engine's own full-text index over the pre-stemmed terms: FTS5's
+``bm25`` on SQLite, ``ts_rank`` over the generated ``tsv`` column on PostgreSQL (see
+migration 0008). Term frequencies come from fts5vocab, or from counting ``tsv`` matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from daemon.core.text_rows import MARKS, Candidate, Group, Row, Signature, Statistics
+from daemon.store.mark_strength import marks
+from daemon.store.sql import in_chunks
+from daemon.store.tables import TextFileTable, TextPendingTable, TextRowTable, TextTotalsTable
+
+rows = TextRowTable.__table__  # type: ignore[attr-defined]
+files = TextFileTable.__table__  # type: ignore[attr-defined]
+totals = TextTotalsTable.__table__  # type: ignore[attr-defined]
+pending = TextPendingTable.__table__  # type: ignore[attr-defined]
+
+_FIELDS = "r.source, r.state, r.part, r.terms, r.length, r.speaker"
+_FILTERS = (
+    " AND (CAST(:scope AS TEXT) IS NULL OR r.scope = :scope)"
+    " AND (CAST(:since AS TEXT) IS NULL OR r.source >= :since)"
+)
+# The FTS5 table and vocabulary of each layer (fixed names, never from input).
+_SQLITE_CANDIDATES = {
+    layer: text(
+        f"SELECT {_FIELDS} FROM text_fts_{layer} JOIN text_rows AS r"
+        f" ON r.id = text_fts_{layer}.rowid WHERE text_fts_{layer} MATCH :query"
+        f"{_FILTERS} ORDER BY text_fts_{layer}.rank LIMIT :limit"
+    )
+    for layer in ("daily", "marks")
+}
+_SQLITE_FREQUENCIES = {
+    layer: text(f"SELECT term, doc FROM text_vocab_{layer} WHERE term IN :terms").bindparams(
+        bindparam("terms", expanding=True)
+    )
+    for layer in ("daily", "marks")
+}
+_POSTGRES_CANDIDATES = text(
+    f"SELECT {_FIELDS} FROM text_rows AS r, to_tsquery('simple', :query) AS q"
+    f" WHERE r.layer = :layer AND r.tsv @@ q{_FILTERS}"
+    " ORDER BY ts_rank(r.tsv, q) DESC, r.id LIMIT :limit"
+)
+_POSTGRES_FREQUENCIES = text(
+    "SELECT t.term, (SELECT count(*) FROM text_rows AS r WHERE r.layer = :layer"
+    " AND r.tsv @@ to_tsquery('simple', quote_literal(t.term)))"
+    " FROM unnest(CAST(:terms AS text[])) AS t(term)"
+)
+# FTS5 merges its segments into one: what 'delete' marked is gone from the file's pages.
+_SQLITE_OPTIMIZE = text("INSERT INTO text_fts_marks (text_fts_marks) VALUES ('optimize')")
+
+
+_UNINDEXED = select(marks.c.id).where(
+    marks.c.state != "forgotten",
+    ~select(rows.c.id).where(rows.c.layer == MARKS, rows.c.source == marks.c.id).exists(),
+    ~select(pending.c.mark_id).where(pending.c.mark_id == marks.c.id).exists(),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkToIndex:
+    id: str
+    workspace_id: str
+    subject: str
+    observation: str
+    forgotten: bool
+
+
+def _group(group: Group) -> ColumnElement[bool]:
+    return and_(
+        rows.c.layer == group.layer, rows.c.source == group.source, rows.c.state == group.state
+    )
+
+
+class TextRows:
+    """Every operation on the text index's tables, inside the transaction of ``connection``."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def digests(self, group: Group) -> dict[int, int]:
+        query = select(rows.c.part, rows.c.digest).where(_group(group))
+        return {part: digest for part, digest in self.connection.execute(query)}
+
+    def signatures(self, layer: str) -> dict[tuple[str, str], Signature]:
+        query = select(
+            files.c.source, files.c.state, files.c.size, files.c.mtime_ns, files.c.sha256
+        )
+        return {
+            (source, state): Signature(size, mtime_ns, sha256)
+            for source, state, size, mtime_ns, sha256 in self.connection.execute(
+                query.where(files.c.layer == layer)
+            )
+        }
+
+    def write(
+        self,
+        group: Group,
+        written: Sequence[Row],
+        removed: Sequence[int],
+        signature: Signature | None,
+    ) -> None:
+        """Rows are deleted and inserted, never updated: the FTS5 triggers see both."""
+        for chunk in in_chunks([*removed, *(row.part for row in written)]):
+            self.connection.execute(delete(rows).where(_group(group), rows.c.part.in_(chunk)))
+        if written:
+            self.connection.execute(
+                insert(rows),
+                [
+                    {
+                        "layer": group.layer,
+                        "scope": group.scope,
+                        "source": group.source,
+                        "state": group.state,
+                        "part": row.part,
+                        "terms": row.terms,
+                        "length": row.length,
+                        "digest": row.digest,
+                        "speaker": row.speaker,
+                    }
+                    for row in written
+                ],
+            )
+        self._forget_file(group)
+        if signature is not None:
+            self.connection.execute(
+                insert(files).values(
+                    layer=group.layer,
+                    source=group.source,
+                    state=group.state,
+                    size=signature.size,
+                    mtime_ns=signature.mtime_ns,
+                    sha256=signature.sha256,
+                )
+            )
+
+    def move(self, source: Group, target: Group, shift: int) -> None:
+        moved = list(self.connection.execute(select(rows.c.part).where(_group(source))).scalars())
+        for chunk in in_chunks([part + shift for part in moved]):
+            self.connection.execute(delete(rows).where(_group(target), rows.c.part.in_(chunk)))
+        self.connection.execute(
+            update(rows)
+            .where(_group(source))
+            .values(source=target.source, state=target.state, part=rows.c.part + shift)
+        )
+        self._forget_file(source)
+
+    def drop(self, group: Group) -> None:
+        self.connection.execute(delete(rows).where(_group(group)))
+        self._forget_file(group)
+
+    def _forget_file(self, group: Group) -> None:
+        self.connection.execute(
+            delete(files).where(
+                files.c.layer == group.layer,
+                files.c.source == group.source,
+                files.c.state == group.state,
+            )
+        )
+
+    def candidates(
+        self,
+        layer: str,
+        wanted: Sequence[str],
+        limit: int,
+        *,
+        scope: str | None = None,
+        since: str | None = None,
+    ) -> list[Candidate]:
+        if not wanted:
+            return []
+        filters = {"scope": scope, "since": since, "limit": limit}
+        if self.connection.dialect.name == "sqlite":
+            query = " OR ".join(f'"{term}"' for term in wanted)  # terms are letters and digits
+            found = self.connection.execute(_SQLITE_CANDIDATES[layer], {"query": query, **filters})
+        else:
+            query = " | ".join(f"'{term}'" for term in wanted)
+            found = self.connection.execute(
+                _POSTGRES_CANDIDATES, {"query": query, "layer": layer, **filters}
+            )
+        return [Candidate(*row) for row in found.all()]
+
+    def statistics(self, layer: str, wanted: Sequence[str]) -> Statistics:
+        documents, total_length = self.connection.execute(
+            select(totals.c.documents, totals.c.total_length).where(totals.c.layer == layer)
+        ).one()
+        if not wanted:
+            frequencies: dict[str, int] = {}
+        elif self.connection.dialect.name == "sqlite":
+            found = self.connection.execute(_SQLITE_FREQUENCIES[layer], {"terms": list(wanted)})
+            frequencies = {term: int(count) for term, count in found}
+        else:
+            found = self.connection.execute(
+                _POSTGRES_FREQUENCIES, {"layer": layer, "terms": list(wanted)}
+            )
+            frequencies = {term: int(count) for term, count in found if count}
+        return Statistics(int(documents), int(total_length), frequencies)
+
+    def parts(self, layer: str, sources: Sequence[str]) -> list[tuple[str, str, int]]:
+        query = select(rows.c.source, rows.c.state, rows.c.part).where(
+            rows.c.layer == layer, rows.c.source.in_(list(sources))
+        )
+        return [(source, state, part) for source, state, part in self.connection.execute(query)]
+
+    def coverage(self) -> dict[str, int]:
+        """Rows per layer."""
+        query = select(rows.c.layer, func.count()).group_by(rows.c.layer)
+        return {layer: int(count) for layer, count in self.connection.execute(query)}
+
+    # -- the marks' queue (filled by triggers on memory_marks) --------------------------
+
+    def pending_marks(self, limit: int) -> list[MarkToIndex]:
+        """Up to ``limit`` queued marks with what is indexed of them."""
+        queued = select(pending.c.mark_id).order_by(pending.c.mark_id).limit(limit).subquery()
+        query = select(
+            queued.c.mark_id,
+            marks.c.workspace_id,
+            marks.c.subject,
+            marks.c.observation,
+            marks.c.state == "forgotten",
+        ).outerjoin(marks, marks.c.id == queued.c.mark_id)
+        return [
+            MarkToIndex(mark_id, workspace or "", subject or "", observation or "", bool(gone))
+            for mark_id, workspace, subject, observation, gone in self.connection.execute(query)
+        ]
+
+    def count_pending(self) -> int:
+        return int(self.connection.execute(select(func.count()).select_from(pending)).scalar_one())
+
+    def count_unindexed_marks(self) -> int:
+        """Marks with text that have no row and are not queued (an index that lost them)."""
+        return int(
+            self.connection.execute(
+                select(func.count()).select_from(_UNINDEXED.subquery())
+            ).scalar_one()
+        )
+
+    def queue_unindexed_marks(self) -> int:
+        """Queue every mark :meth:`count_unindexed_marks` counts; how many."""
+        result = self.connection.execute(insert(pending).from_select(["mark_id"], _UNINDEXED))
+        return int(result.rowcount)
+
+    def indexed_marks(self, done: Sequence[MarkToIndex], written: Sequence[Row]) -> None:
+        """Write the rows of ``done`` (one per mark not forgotten, in order) and take them
+        off the queue."""
+        ids = [mark.id for mark in done]
+        for chunk in in_chunks(ids):
+            self.connection.execute(
+                delete(rows).where(rows.c.layer == MARKS, rows.c.source.in_(chunk))
+            )
+            self.connection.execute(delete(pending).where(pending.c.mark_id.in_(chunk)))
+        kept = [mark for mark in done if not mark.forgotten and mark.workspace_id]
+        for mark, row in zip(kept, written, strict=True):
+            self.write(Group(MARKS, mark.id, scope=mark.workspace_id), [row], [], None)
+
+    def optimize(self) -> None:
+        """After a forget (SQLite): rewrite the marks' FTS5 index without what was deleted."""
+        if self.connection.dialect.name == "sqlite":
+            self.connection.execute(_SQLITE_OPTIMIZE)

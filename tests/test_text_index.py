@@ -1,0 +1,198 @@
+"""The text index in the store (SQLite FTS5, PostgreSQL tsvector), the same seam in memory,
+and the daily layer and marks kept in it incrementally."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from test_marks_store import T0, insert, make_mark
+
+from daemon.core.text_rows import DAILY, MARKS, Group
+from daemon.files.daily import DailyLog
+from daemon.search.index import TextIndex, row_of
+from daemon.search.memory_index import MemoryTextIndex
+from daemon.services.mark_text import MarkText
+from daemon.store import Store, StoreTextIndex
+from daemon.store.migrate import upgrade
+
+DAY = date(2026, 4, 11)
+LINES = ["Anna: I went swimming in the lake", "the lake was cold", "", "Ben: swimming again"]
+
+
+def indexes(store: Store) -> list[TextIndex]:
+    return [StoreTextIndex(store), MemoryTextIndex()]
+
+
+def test_rows_are_written_found_counted_moved_and_dropped(store: Store) -> None:
+    for index in indexes(store):
+        live = Group(DAILY, DAY.isoformat(), "live")
+        index.write(live, [row_of(n, line) for n, line in enumerate(LINES, 1)], [], None)
+        found = index.candidates(DAILY, ["swim", "lake"], 10)
+        assert {(c.part, c.speaker) for c in found} == {(1, "anna"), (2, None), (4, "ben")}
+        assert found[0].part == 1  # both terms
+        stats = index.statistics(DAILY, ["swim", "lake", "absent"])
+        assert (stats.documents, stats.total_length) == (3, 8)  # the empty line holds none
+        assert stats.frequencies.get("swim") == 2 and stats.frequencies.get("absent", 0) == 0
+        assert index.candidates(DAILY, ["swim"], 10, since="2026-04-12") == []
+        assert index.candidates(MARKS, ["swim"], 10) == []  # another layer
+
+        claimed = Group(DAILY, DAY.isoformat(), "claimed")
+        index.move(live, claimed, 7)
+        assert sorted(index.parts(DAILY, [DAY.isoformat()])) == [
+            (DAY.isoformat(), "claimed", n) for n in (8, 9, 10, 11)
+        ]
+        index.write(claimed, [row_of(9, "the lake was warm")], [11], None)
+        assert index.digests(claimed)[9] == row_of(9, "the lake was warm").digest
+        assert [c.part for c in index.candidates(DAILY, ["swim"], 10)] == [8]
+        index.drop(claimed)
+        assert index.statistics(DAILY, ["lake"]).documents == 0
+        assert index.candidates(DAILY, ["lake"], 10) == []
+
+
+def test_a_mark_is_found_by_its_subjects_words_and_its_text(store: Store) -> None:
+    """Issue 25, finding 4: ``recall arnold`` finds ``people.arnold.plans``."""
+    insert(store, make_mark("mk_a", "people.arnold.plans", observation="moving to Lisbon"))
+    marks = MarkText()
+
+    def search(about: str) -> list[str]:
+        return store.read_sync(lambda tx: marks.search(tx, "w", about))
+
+    assert search("arnold") == ["mk_a"]  # queued: ranked in memory
+    assert marks.index(store) == 1
+    assert search("arnold") == ["mk_a"]  # from the store's index
+    assert search("Lisbon plans") == ["mk_a"]
+    assert search("people.arnold") == []  # a subject path is matched by prefix, elsewhere
+
+
+def test_forget_reaches_the_index_in_the_same_transaction(store: Store) -> None:
+    insert(store, make_mark("mk_a", "user.health", observation="dentist on tuesday"))
+    marks = MarkText()
+    marks.index(store)
+    store.write_sync(lambda tx: tx.marks.erase(["mk_a"], "asked", T0))
+    found = store.read_sync(lambda tx: tx.text_index.candidates(MARKS, ["dentist"], 10))
+    assert found == []
+    assert store.read_sync(lambda tx: marks.search(tx, "w", "dentist")) == []
+    marks.index(store)  # the erase queued it again: it stays out
+    assert store.read_sync(lambda tx: tx.text_index.coverage()).get(MARKS, 0) == 0
+
+
+def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
+    """No term of a forgotten mark survives in FTS5's shadow tables, the rows, or the WAL."""
+    url = f"sqlite:///{tmp_path}/cambium.db"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    try:
+        secret = "xylophonistic quizzicality"
+        insert(store, make_mark("mk_a", "user.secret", observation=secret))
+        insert(store, make_mark("mk_b", "user.other", observation="ordinary words here"))
+        MarkText().index(store)
+        files = [tmp_path / "cambium.db", tmp_path / "cambium.db-wal"]
+        stems = [b"xylophonist", b"quizzic"]
+        assert any(stem in path.read_bytes() for path in files for stem in stems)
+        store.write_sync(lambda tx: tx.marks.erase(["mk_a"], "asked", T0))
+        store.scrub()
+        for path in files:
+            data = path.read_bytes() if path.exists() else b""
+            assert not any(stem in data for stem in stems), path.name
+        found = store.read_sync(lambda tx: tx.text_index.candidates(MARKS, ["ordinari"], 10))
+        assert [c.source for c in found] == ["mk_b"]  # the index still works
+    finally:
+        store.close()
+
+
+def daily_in(store: Store, directory: Path) -> DailyLog:
+    return DailyLog(directory, index=StoreTextIndex(store))
+
+
+def hits(daily: DailyLog, query: str) -> list[tuple[str, str, tuple[int, int]]]:
+    return [(h.date, h.excerpt, h.line_range) for h in daily.search(query, since=None, limit=10)]
+
+
+def test_a_claimed_day_stays_visible_exactly_once(store: Store, tmp_path: Path) -> None:
+    """Issue 25, finding 3: while a consolidation holds the day (in flight, or failed), the
+    day's claimed lines are searched under that day, once, beside its archive and the live
+    lines appended since."""
+    daily = daily_in(store, tmp_path)
+    daily.append(DAY, "first dentist visit")
+    daily.archive(DAY)
+    daily.append(DAY, "second dentist visit")
+    claim = daily.claim(DAY)
+    assert claim is not None and claim.offset == 1
+    daily.append(DAY, "third dentist visit")
+    found = hits(daily, "dentist")
+    assert sorted(found) == [
+        ("2026-04-11", "first dentist visit\nsecond dentist visit", (1, 2)),
+        ("2026-04-11", "third dentist visit", (1, 1)),
+    ]
+    daily.merge(DAY)  # the claim's rows become archive rows: still once each
+    assert sorted(hits(daily, "dentist")) == sorted(found)
+    again = DailyLog(tmp_path)  # the same files in a fresh index in memory agree
+    assert sorted(hits(again, "dentist")) == sorted(found)
+
+
+def test_a_start_with_a_current_index_reads_no_unchanged_file(store: Store, tmp_path: Path) -> None:
+    for n in range(5):
+        day = DAY - timedelta(days=n)
+        daily = daily_in(store, tmp_path)
+        daily.append(day, f"walked the dog on day {n}")
+        if n % 2:
+            daily.archive(day)
+    daily.append(DAY - timedelta(days=1), "late line for an archived day")
+    first = daily_in(store, tmp_path)
+    assert len(hits(first, "dog")) == 5
+    assert first.rows.reads == 0  # every write indexed its line as it went
+
+    restarted = daily_in(store, tmp_path)
+    restarted.refresh()
+    assert restarted.rows.reads == 0
+    assert restarted.stale() == []
+    (tmp_path / f"{DAY.isoformat()}.md").write_text("a cat now\n")  # edited by hand
+    assert [(d, state) for d, state, _ in restarted.stale()] == [(DAY, "live")]
+    assert [h[1] for h in hits(restarted, "cat")] == ["a cat now"]
+    assert restarted.rows.reads == 2  # stale() looked, then the search's refresh re-read it
+    assert len(hits(restarted, "dog")) == 4
+
+
+def test_claims_and_merges_move_rows_instead_of_reading_the_day_again(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = daily_in(store, tmp_path)
+    for line in ("kettle broke", "bought a kettle"):
+        daily.append(DAY, line)
+    before = store.read_sync(lambda tx: tx.text_index.coverage())
+    daily.archive(DAY)
+    assert store.read_sync(lambda tx: tx.text_index.coverage()) == before
+    states = store.read_sync(lambda tx: tx.text_index.parts(DAILY, [DAY.isoformat()]))
+    assert sorted(states) == [(DAY.isoformat(), "archived", 1), (DAY.isoformat(), "archived", 2)]
+    restarted = daily_in(store, tmp_path)
+    assert [h[2] for h in hits(restarted, "kettle")] == [(1, 2)]
+    assert restarted.rows.reads == 0
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_read_only_store_is_ranked_from_as_it_is_unless_it_is_stale(
+    store: Store, tmp_path: Path, stale: bool
+) -> None:
+    """The CLI with the daemon down reads the store's index, never writes it; an index the
+    files have moved past is not trusted: that one answer is ranked in memory."""
+    daily_in(store, tmp_path).append(DAY, "tea with Anna")
+    if stale:
+        (tmp_path / f"{DAY.isoformat()}.md").write_text("coffee with Anna\n")
+    kept = store.read_sync(lambda tx: tx.text_index.digests(Group(DAILY, DAY.isoformat(), "live")))
+    reader = Store(store.url)  # never started: the CLI's read-only store
+    try:
+        daily = daily_in(reader, tmp_path)
+        assert [why for _, _, why in daily.stale()] == (
+            ["changed since it was indexed"] if stale else []
+        )
+        assert [h[1] for h in hits(daily, "anna")] == [
+            "coffee with Anna" if stale else "tea with Anna"
+        ]
+        assert isinstance(daily.rows.index, MemoryTextIndex) == stale
+    finally:
+        reader.close()
+    now = store.read_sync(lambda tx: tx.text_index.digests(Group(DAILY, DAY.isoformat(), "live")))
+    assert now == kept  # nothing written
