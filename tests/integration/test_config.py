@@ -12,7 +12,7 @@ from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
 from daemon.services.recall import dense_indexes
 from daemon.testing import CAMBIUM
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write(path: Path, text: str) -> Path:

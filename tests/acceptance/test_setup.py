@@ -20,7 +20,7 @@ from daemon.client import Client
 from daemon.service_files import LAYER_DIRECTORIES, Sandbox, render_agent, render_unit
 
 CAMBIUM = str(Path(sys.executable).with_name("cambium"))
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cambium(*args: str, home: Path, **environment: str) -> subprocess.CompletedProcess[str]:
