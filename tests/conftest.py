@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -30,12 +31,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--long", action="store_true", help="run the long reliability runs too")
 
 
+TESTS = Path(__file__).parent
+SCOPES = ("unit", "integration", "acceptance", "reliability")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # A module that holds the daemon harness starts `cambium` as a subprocess: its tests are
-    # marked so, whether or not the module says it, so `make test-fast` leaves them out.
+    # The folder says the scope; everything in acceptance/ starts `cambium` as a subprocess,
+    # so `make test-fast` (-m "not subprocess") leaves it out. Elsewhere a test that starts a
+    # child process says so itself with @pytest.mark.subprocess.
     for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and {"DaemonHome", "CAMBIUM"} & set(vars(module)):
+        folders = item.path.relative_to(TESTS).parts[:-1]
+        scope = folders[0] if folders and folders[0] in SCOPES else None
+        if scope is not None:
+            item.add_marker(scope)
+        if scope == "acceptance":
             item.add_marker(pytest.mark.subprocess)
     if config.getoption("--long"):
         return
