@@ -151,11 +151,6 @@ def test_a_daemon_that_never_answers_times_out_as_outcome_unknown(tmp_path: Path
     assert unknown.value.idempotency_key == "note-7"
 
 
-def test_tcp_needs_loopback() -> None:
-    with pytest.raises(ValueError, match="loopback"):
-        Client(url="http://192.0.2.1:8765", token="x" * 16)
-
-
 @pytest.mark.asyncio
 async def test_the_async_client_does_the_same(daemon: DaemonHome, tmp_path: Path) -> None:
     async with AsyncClient(daemon.socket, source_id="async-agent") as client:
