@@ -4,16 +4,23 @@ CAMBIUM_TEST_POSTGRES_URL is set (CI sets it); without it those cases are skippe
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from migrated import (
+    Statements,
+    copy_sqlite,
+    migrate_sqlite_template,
+    record_postgres_upgrade,
+    replay,
+    shape,
+)
 from sqlalchemy import create_engine, text
 
 from daemon.store import Store
-from daemon.store.migrate import upgrade
 
 POSTGRES_URL = os.environ.get("CAMBIUM_TEST_POSTGRES_URL")
 SQLITE_PREFIX = "sqlite:///"
@@ -56,22 +63,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A URL for a fresh, empty schema on the test server, dropped afterwards."""
-    if not POSTGRES_URL:
-        pytest.skip(POSTGRES_SKIP)
+@contextmanager
+def empty_schema() -> Iterator[tuple[str, str]]:
+    """A fresh, empty schema on the test server and a URL that works in it; dropped after."""
+    assert POSTGRES_URL is not None
     schema = f"t_{uuid.uuid4().hex[:12]}"
     admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     separator = "&" if "?" in POSTGRES_URL else "?"
     try:
-        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}", schema
     finally:
         with admin.connect() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A URL for a fresh, empty schema on the test server, dropped afterwards."""
+    if not POSTGRES_URL:
+        pytest.skip(POSTGRES_SKIP)
+    with empty_schema() as (url, _):
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -83,20 +98,28 @@ def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="session")
 def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database migrated to head once per session (per xdist worker): a SQLite store
-    test starts from a byte copy of it instead of running every migration again (~0.5 s)."""
-    path = tmp_path_factory.mktemp("template") / "cambium.db"
-    upgrade(f"sqlite:///{path}")
-    assert not path.with_name("cambium.db-wal").exists(), "the template is checkpointed"
-    return path
+    return migrate_sqlite_template(tmp_path_factory.mktemp("template") / "cambium.db")
+
+
+@pytest.fixture(scope="session")
+def postgres_upgrade() -> Statements:
+    """The statements of one real upgrade to head, checked once per session: replayed into
+    a second schema, they make the same tables, columns, indexes and revision."""
+    with empty_schema() as (upgraded, schema), empty_schema() as (replayed, other):
+        statements = record_postgres_upgrade(upgraded, schema)
+        replay(replayed, statements)
+        assert shape(replayed, other) == shape(upgraded, schema)
+    return statements
 
 
 @pytest.fixture
 def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A store at head: a copy of the session's migrated SQLite file, or the session's
+    PostgreSQL upgrade replayed into the test's own schema."""
     if db_url.startswith(SQLITE_PREFIX):
-        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), db_url[len(SQLITE_PREFIX) :])
+        copy_sqlite(request.getfixturevalue("migrated_sqlite"), db_url)
     else:
-        upgrade(db_url)
+        replay(db_url, request.getfixturevalue("postgres_upgrade"))
     store = Store(db_url)
     store.start()
     try:
