@@ -15,13 +15,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/cambium run $(if $(CONFIG),--config $(CONFIG))
 
+# Everything, on both cores: tests/unit, tests/integration, tests/acceptance (the real
+# `cambium` process) and tests/reliability.
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
 
-# Everything but the tests that start `cambium` as a subprocess, on both cores: the inner
-# loop. (`make test` runs everything, one test at a time.)
+# The inner loop: the unit and integration tests and the in-process reliability ones, on
+# both cores; nothing that starts `cambium` as a subprocess.
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not subprocess" -n 2 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit tests/integration tests/reliability -m "not subprocess" -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -6,14 +6,24 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+from migrated import (
+    Statements,
+    copy_sqlite,
+    migrate_sqlite_template,
+    record_postgres_upgrade,
+    replay,
+    shape,
+)
 from sqlalchemy import create_engine, text
 
 from daemon.store import Store
-from daemon.store.migrate import upgrade
 
 POSTGRES_URL = os.environ.get("CAMBIUM_TEST_POSTGRES_URL")
+SQLITE_PREFIX = "sqlite:///"
 POSTGRES_SKIP = (
     "PostgreSQL tests skipped: CAMBIUM_TEST_POSTGRES_URL is not set "
     "(.ci/run points it at postgresql+psycopg://postgres@127.0.0.1:5432/test)"
@@ -30,12 +40,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--long", action="store_true", help="run the long reliability runs too")
 
 
+TESTS = Path(__file__).parent
+SCOPES = ("unit", "integration", "acceptance", "reliability")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # A module that holds the daemon harness starts `cambium` as a subprocess: its tests are
-    # marked so, whether or not the module says it, so `make test-fast` leaves them out.
+    # The folder says the scope; everything in acceptance/ starts `cambium` as a subprocess,
+    # so `make test-fast` (-m "not subprocess") leaves it out. Elsewhere a test that starts a
+    # child process says so itself with @pytest.mark.subprocess.
     for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and {"DaemonHome", "CAMBIUM"} & set(vars(module)):
+        folders = item.path.relative_to(TESTS).parts[:-1]
+        scope = folders[0] if folders and folders[0] in SCOPES else None
+        if scope is not None:
+            item.add_marker(scope)
+        if scope == "acceptance":
             item.add_marker(pytest.mark.subprocess)
     if config.getoption("--long"):
         return
@@ -45,34 +63,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A URL for a fresh, empty schema on the test server, dropped afterwards."""
-    if not POSTGRES_URL:
-        pytest.skip(POSTGRES_SKIP)
+@contextmanager
+def empty_schema() -> Iterator[tuple[str, str]]:
+    """A fresh, empty schema on the test server and a URL that works in it; dropped after."""
+    assert POSTGRES_URL is not None
     schema = f"t_{uuid.uuid4().hex[:12]}"
     admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     separator = "&" if "?" in POSTGRES_URL else "?"
     try:
-        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}", schema
     finally:
         with admin.connect() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
 
 
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A URL for a fresh, empty schema on the test server, dropped afterwards."""
+    if not POSTGRES_URL:
+        pytest.skip(POSTGRES_SKIP)
+    with empty_schema() as (url, _):
+        yield url
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path_factory.mktemp('db')}/cambium.db"
+        return f"{SQLITE_PREFIX}{tmp_path_factory.mktemp('db')}/cambium.db"
     return str(request.getfixturevalue("postgres_url"))
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return migrate_sqlite_template(tmp_path_factory.mktemp("template") / "cambium.db")
+
+
+@pytest.fixture(scope="session")
+def postgres_upgrade() -> Statements:
+    """The statements of one real upgrade to head, checked once per session: replayed into
+    a second schema, they make the same tables, columns, indexes and revision."""
+    with empty_schema() as (upgraded, schema), empty_schema() as (replayed, other):
+        statements = record_postgres_upgrade(upgraded, schema)
+        replay(replayed, statements)
+        assert shape(replayed, other) == shape(upgraded, schema)
+    return statements
+
+
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    upgrade(db_url)
+def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A store at head: a copy of the session's migrated SQLite file, or the session's
+    PostgreSQL upgrade replayed into the test's own schema."""
+    if db_url.startswith(SQLITE_PREFIX):
+        copy_sqlite(request.getfixturevalue("migrated_sqlite"), db_url)
+    else:
+        replay(db_url, request.getfixturevalue("postgres_upgrade"))
     store = Store(db_url)
     store.start()
     try:

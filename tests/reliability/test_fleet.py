@@ -29,6 +29,8 @@ from daemon.store import Store
 from daemon.store.tables import ReceptorCursorTable
 from daemon.testing import DaemonHome, running
 
+pytestmark = pytest.mark.subprocess  # three `cambium` daemons and emitters
+
 CURSORS = ReceptorCursorTable.__table__  # type: ignore[attr-defined]
 COUNT = 600
 LEASE = 2  # seconds: a killed owner's receptors are taken over within about this long

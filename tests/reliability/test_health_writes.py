@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_api import OBSERVATION, serving
+from in_process import OBSERVATION, serving
 from test_store_full import fill, small_disk, truncate_wal
 
 from daemon.store import Store

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIRST_PARTY = ("daemon", "receptors", "rhythms")
 
 CORE = {"daemon.core"}
@@ -382,8 +382,8 @@ ASSERTING_HELPERS = frozenset(
         "fuzz",  # tests/reliability/test_ingress_fuzz.py
         "race_appenders_and_consolidations",  # tests/reliability/test_file_layers.py
         "kill_during_merges",  # tests/reliability/test_file_layers.py
-        "recall_by_text",  # tests/test_client.py
-        "bounded_context",  # tests/test_client.py
+        "recall_by_text",  # tests/integration/test_client_in_process.py
+        "bounded_context",  # tests/integration/test_client_in_process.py
     }
 )
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from daemon.client import Client
-from daemon.service_files import LAYER_DIRECTORIES, Sandbox, render_agent, render_unit
+from daemon.service_files import LAYER_DIRECTORIES
 
 CAMBIUM = str(Path(sys.executable).with_name("cambium"))
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cambium(*args: str, home: Path, **environment: str) -> subprocess.CompletedProcess[str]:
@@ -209,25 +209,3 @@ def test_service_install_writes_a_launchd_plist_that_parses(tmp_path: Path) -> N
 def test_service_install_needs_a_config_file(tmp_path: Path) -> None:
     done = cambium("service", "install", home=tmp_path)
     assert done.returncode == 1 and "cambium init" in done.stderr
-
-
-def test_the_reference_deployment_is_the_same_templates_rendered() -> None:
-    deployment = REPO / "deployments" / "obadiah"
-    unit = render_unit(
-        "%h/.local/bin/cambium",
-        "%h/Projects/Obadiah/cambium.toml",
-        Sandbox(
-            ["%h/.local/share/cambium", "%h/Projects/Obadiah/memory/daily"],
-            runtime_directory=True,  # the socket: $XDG_RUNTIME_DIR/cambium, the default
-            network=False,
-        ),
-    )
-    assert (deployment / "cambium.service").read_text() == unit
-    joshua = "/Users/joshua"
-    agent = render_agent(
-        f"{joshua}/.local/bin/cambium",
-        f"{joshua}/Projects/Obadiah/cambium.toml",
-        f"{joshua}/Library/Logs",
-    )
-    assert (deployment / "com.cambium.memory.plist").read_text() == agent
-    assert plistlib.loads(agent.encode())["Label"] == "com.cambium.memory"

@@ -22,7 +22,7 @@ from daemon.client import Client
 
 pytestmark = pytest.mark.subprocess
 
-SANDBOX = Path(__file__).with_name("service_sandbox.py")
+SANDBOX = Path(__file__).parent.parent / "service_sandbox.py"
 
 
 def sandboxed(unit: Path, *command: str) -> list[str]:

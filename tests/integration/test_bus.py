@@ -352,7 +352,13 @@ async def test_sigkill_mid_stream_loses_nothing_acknowledged_and_applies_once(
 ) -> None:
     create_applied_table(store)
     child = await anyio.open_process(
-        [sys.executable, str(Path(__file__).with_name("emitter_process.py")), db_url, "2000", "4"],
+        [
+            sys.executable,
+            str(Path(__file__).parent.parent / "emitter_process.py"),
+            db_url,
+            "2000",
+            "4",
+        ],
         stderr=subprocess.DEVNULL,
     )
     acknowledged: list[str] = []

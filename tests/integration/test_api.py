@@ -5,66 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support import FAST_RETRY, T0
+from in_process import BODY_LIMIT, OBSERVATION, PLANT, TOKEN, serving
 
-from daemon.api.guards import BodyLimit, RequireToken
-from daemon.bus import SignalBus
-from daemon.composition import build_app, build_receptors
-from daemon.config import parse_config
+from daemon.api.guards import BodyLimit
 from daemon.core.records import derived_id
 from daemon.core.signal import MAX_PAYLOAD_BYTES
-from daemon.services.recall import Layers
-from daemon.services.running import Services
 from daemon.store import Store
-
-TOKEN = "s3cret-token-of-enough-length"
-BODY_LIMIT = 1024 * 1024
-OBSERVATION = {
-    "type": "memory.observation",
-    "source_id": "agent",
-    "payload": {
-        "subject": "user.food",
-        "observation": "likes figs",
-        "evidence": {"note": "said so"},
-    },
-}
-PLANT = {
-    "type": "memory.seed_planted",
-    "source_id": "agent",
-    "payload": {"subject": "user.food", "proposed_change": "x", "target_file": "a.md"},
-}
-
-
-@asynccontextmanager
-async def serving(
-    store: Store, root: Path, token: str | None = None, receptors: set[str] | None = None
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The API as the Unix socket serves it (body limit), or as loopback TCP does (behind
-    the bearer token too), with a running bus for the workspace ``home`` (with only the
-    ``receptors`` named, if given)."""
-    config = parse_config(
-        {"workspace": "home", "paths": {"daily": str(root / "daily"), "compost": str(root / "c")}}
-    )
-    memory = Layers.from_config(config, store)
-    running = [
-        r
-        for r in build_receptors(config, store, memory.daily)
-        if receptors is None or r.key in receptors
-    ]
-    async with SignalBus(store, running, workspace="home", retry=FAST_RETRY) as bus:
-        services = Services(bus=bus, layers=memory, clock=lambda: T0)
-        app: Any = build_app(services, BODY_LIMIT)
-        if token:
-            app = RequireToken(app, token)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:
-            yield client
 
 
 def fields(response: httpx.Response) -> list[str]:

@@ -38,7 +38,7 @@ from receptors.llm.extractor import OpenAIExtractor
 pytestmark = pytest.mark.subprocess  # starts the model server
 
 PYTHON = os.environ.get("CAMBIUM_LLAMA_CPP_PYTHON", sys.executable)
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 DAY_TEXT = [
     "Morning run along the canal, 5 km.",
     "Lunch with Arnold; he is moving to Lisbon in May.",

@@ -13,10 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 
-from daemon.cli.main import cli
 from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
@@ -93,88 +91,6 @@ def fails(home: DaemonHome, code: int, *args: str) -> str:
 
 def as_json(home: DaemonHome, *args: str) -> Any:
     return json.loads(ok(home, *args, "--json"))
-
-
-def commands(group: click.Group, path: str = "") -> list[tuple[str, click.Command]]:
-    found: list[tuple[str, click.Command]] = []
-    for name, command in group.commands.items():
-        found.append((f"{path} {name}".strip(), command))
-        if isinstance(command, click.Group):
-            found += commands(command, f"{path} {name}")
-    return found
-
-
-def test_every_command_takes_config_and_its_help_has_an_example() -> None:
-    runnable = [
-        (name, command)
-        for name, command in commands(cli)
-        if not isinstance(command, click.Group) or command.invoke_without_command
-    ]
-    assert {name for name, _ in runnable} == {
-        "run", "status", "emit", "db upgrade",
-        "memory recall", "memory mark", "memory note", "memory consolidate",
-        "memory seeds", "memory seeds accept", "memory seeds reject", "memory substrate",
-        "signals", "signals show", "signals retry", "signals discard",
-        "memory correct", "memory retract", "memory forget", "memory tombstones",
-        "memory seeds undo", "export", "import",
-        "loom",
-        "mcp", "init", "service install", "service uninstall",
-        "index check", "index rebuild",
-    }  # fmt: skip
-    # init makes a config (in DIR), and uninstall removes a file whatever config made it.
-    no_config = {"init", "service uninstall"}
-    for name, command in runnable:
-        takes_config = "config_path" in {p.name for p in command.params}
-        assert takes_config == (name not in no_config), name
-        assert "Example" in (command.help or ""), name
-
-
-def test_bad_input_exits_2_with_a_message_even_with_the_daemon_down(home: DaemonHome) -> None:
-    cases = {
-        ("memory", "recall", "user", "--layers", "marks,dreams"): "--layers 'dreams'",
-        ("memory", "recall", "user", "--horizon", "fortnight"): "--horizon 'fortnight'",
-        ("memory", "recall", "user", "--min-strength", "1.5"): "--min-strength",
-        ("memory", "note", "hello", "--date", "2026-02-30"): "invalid day '2026-02-30'",
-        ("memory", "consolidate", "--date", "../x"): "invalid day '../x'",
-        ("memory", "note", "two\nlines"): "one non-empty line",
-        ("memory", "mark", "...", "an observation"): "bad SUBJECT",
-        ("memory", "mark", "user.coffee"): "Missing argument 'OBSERVATION'",
-        ("emit", "a.b", "--payload", "{nope", "--source-id", "x"): "bad --payload: not valid JSON",
-        ("emit", "a.b", "--payload", "[1]", "--source-id", "x"): "payload: Input should be",
-        ("emit", "Not-A-Type", "--payload", "{}", "--source-id", "x"): "type: String should",
-        ("emit", "a.b", "--payload", "{}"): "Missing option '--source-id'",
-        ("signals", "--status", "lost"): "'lost' is not one of",
-        ("memory", "seeds", "accept"): "Missing argument 'ID'",
-    }
-    for args, message in cases.items():
-        assert message in fails(home, 2, *args), args
-    assert not (home.root / "cambium.db").exists(), "bad input touches nothing"
-
-
-def test_read_commands_without_a_database_say_how_to_get_one(home: DaemonHome) -> None:
-    for args in (["memory", "seeds"], ["signals"]):
-        message = fails(home, 1, *args)
-        assert "no database at" in message and "run `cambium db upgrade`" in message
-    assert not (home.root / "cambium.db").exists(), "reading creates no database"
-    assert "database at revision" in ok(home, "db", "upgrade")
-    assert ok(home, "signals") == "no signals\n"
-    assert as_json(home, "memory", "seeds") == []
-
-
-def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
-    home: DaemonHome,
-) -> None:
-    """Issue 11, finding 15: both failed with "no database" though the files were there."""
-    (home.root / "memory/long-term/food.md").write_text("# Food\nLentil soup on Fridays.\n")
-    (home.root / "memory/daily/2026-11-30.md").write_text("lentil soup for lunch\n")
-    answer = as_json(home, "memory", "recall", "lentil", "--horizon", "all")
-    assert answer["marks"] == []
-    assert [hit["date"] for hit in answer["daily"]] == ["2026-11-30"]
-    assert [Path(hit["file"]).name for hit in answer["substrate"]] == ["food.md"]
-    assert "lentil soup for lunch" in ok(home, "memory", "recall", "lentil", "--horizon", "all")
-    listed = as_json(home, "memory", "substrate")
-    assert [Path(f["path"]).name for f in listed["files"]] == ["food.md"]
-    assert not (home.root / "cambium.db").exists(), "reading creates no database"
 
 
 def test_json_outputs_and_how_strength_is_explained(home: DaemonHome) -> None:

@@ -13,7 +13,6 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from daemon.mcp.server import source_id_for
 from daemon.testing import CAMBIUM, DaemonHome, running
 
 CLIENT_NAME = "test-agent"
@@ -135,13 +134,6 @@ async def test_a_daemon_that_is_down_gives_a_tool_error_saying_so(tmp_path: Path
         write = await session.call_tool("note", {"text": "went for a run"})
     assert result.is_error and "not running or not reachable" in text_of(result)
     assert write.is_error and "Nothing was stored" in text_of(write)
-
-
-def test_a_client_name_becomes_a_valid_source_id() -> None:
-    assert source_id_for("Claude Desktop") == "Claude-Desktop"
-    assert source_id_for("cursor/1.2") == "cursor/1.2"
-    assert source_id_for("") == "mcp-client"
-    assert source_id_for("???") == "mcp-client"
 
 
 @pytest.mark.asyncio

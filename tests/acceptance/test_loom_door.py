@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from daemon.loom.proxy import COOKIE, LoomProxy
 from daemon.testing import CAMBIUM, DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
@@ -108,18 +107,6 @@ def test_loom_on_the_tcp_ingress_needs_the_bearer_token(home: DaemonHome) -> Non
     assert httpx.get(f"http://{tcp}/loom/").status_code == 401
     page = httpx.get(f"http://{tcp}/loom/", headers={"Authorization": f"Bearer {TOKEN}"})
     assert page.status_code == 200 and "<h1>Marks</h1>" in page.text
-
-
-@pytest.mark.asyncio
-async def test_a_ticket_expires_unused(tmp_path: Path) -> None:
-    now = [1000.0]
-    proxy = LoomProxy(tmp_path / "no.sock", "127.0.0.1", ticket_seconds=60, clock=lambda: now[0])
-    entry = proxy.entry_path()
-    transport = httpx.ASGITransport(app=proxy)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        now[0] += 61
-        late = await client.get(entry)
-        assert late.status_code == 403 and COOKIE not in late.headers.get("set-cookie", "")
 
 
 def test_the_door_closes_itself_when_idle(home: DaemonHome) -> None:

@@ -20,7 +20,7 @@ from chat_server import ChatServer, Reply, chat_server
 
 pytestmark = pytest.mark.subprocess  # runs python -m bench.extraction
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 DAYS = {
     "2023-05-08": [

@@ -32,7 +32,7 @@ from daemon.testing import DaemonHome, running
 
 pytestmark = pytest.mark.subprocess  # starts `cambium` as a subprocess
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 TOUR_HOME = "~/cambium"
 IDS = {
     "<signal-id>": re.compile(r"\b[0-9a-f]{32}\b"),

@@ -61,3 +61,24 @@ def test_a_store_url_no_driver_takes_is_a_config_error(
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("cambium: bad config: store.url:")
     assert "postgresql.nodriver" in line
+
+
+def test_cambium_run_refuses_an_overlapping_daily_directory_with_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "cambium.toml"
+    config.write_text(
+        f"""
+[store]
+url = "sqlite:///{tmp_path / "cambium.db"}"
+[ingress]
+socket = "{tmp_path / "run" / "cambium.sock"}"
+[paths]
+substrate = ["memory"]
+daily = "memory/daily"
+"""
+    )
+    result = subprocess.run(
+        [CAMBIUM, "run", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "paths.daily" in result.stderr and "paths.substrate[0]" in result.stderr
+    assert not (tmp_path / "cambium.db").exists(), "refused before anything is touched"
