@@ -119,6 +119,7 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "memory seeds undo", "export", "import",
         "loom",
         "mcp", "init", "service install", "service uninstall",
+        "config show", "doctor",
     }  # fmt: skip
     # init makes a config (in DIR), and uninstall removes a file whatever config made it.
     no_config = {"init", "service uninstall"}

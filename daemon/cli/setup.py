@@ -134,7 +134,7 @@ def _cambium_executable() -> Path:
     return Path(found).absolute()
 
 
-def _sandbox(config: Config) -> Sandbox:
+def sandbox_for(config: Config) -> Sandbox:
     """Exactly what the daemon run with ``config`` writes, and whether it needs IP."""
     from sqlalchemy.engine import make_url
 
@@ -196,7 +196,7 @@ def install(now: bool, platform: str, config_path: Path | None) -> None:
     config = load(config_path)
     if config.source is None:
         raise Failure("no config file: run `cambium init DIR` first, or pass --config")
-    sandbox = _sandbox(config)
+    sandbox = sandbox_for(config)
     file = service_file(
         "launchd" if platform == "launchd" else "systemd",
         _cambium_executable(),
