@@ -2,17 +2,23 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What running needs (`make run`), then that and the test and dev tools (everything else).
+RUN_STAMP := $(VENV)/.run-installed
 STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast lint bench mutate clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev,postgres,semantic]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet -e '.[postgres,semantic]'
+	touch $@
 
-run: $(STAMP)
+$(STAMP): $(RUN_STAMP)
+	$(BIN)/pip install --quiet -e '.[test,dev,postgres,semantic]'
+	touch $@
+
+run: $(RUN_STAMP)
 	$(BIN)/cambium run $(if $(CONFIG),--config $(CONFIG))
 
 # Everything, on both cores: tests/unit, tests/integration, tests/acceptance (the real

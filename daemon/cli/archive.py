@@ -27,13 +27,14 @@ def export(path: Path, force: bool, as_json: bool, config_path: Path | None) -> 
       cambium export ~/cambium-2026-12-01.tar
     """
     from daemon.cli.common import reading_store
+    from daemon.cli.progress import working
     from daemon.core.clock import utcnow
     from daemon.services.archive import export_archive
 
     if path.exists() and not force:
         raise BadInput(f"bad PATH: {path} exists (add --force to replace it)")
     config = load(config_path)
-    with reading_store(config) as store:
+    with reading_store(config) as store, working(f"exporting to {path}"):
         manifest = export_archive(store, config.paths.daily, path, utcnow())
     if as_json:
         print_json(manifest.to_json() | {"path": str(path)})
@@ -60,13 +61,14 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
       cambium import ~/cambium-2026-12-01.tar
     """
     from daemon.cli.common import reading_store
+    from daemon.cli.progress import working
     from daemon.services.archive import ArchiveRefused
     from daemon.services.archive import import_archive as run_import
 
     if not path.is_file():
         raise BadInput(f"bad PATH: {path} is not a file")
     config = load(config_path)
-    with reading_store(config) as store:
+    with reading_store(config) as store, working(f"importing {path}"):
         try:
             result = run_import(store, config.paths.daily, path)
         except ArchiveRefused as exc:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from daemon.cli import archive, governance
+from daemon.cli import archive, completion, config_show, doctor, governance
 from daemon.cli.common import (
     BadInput,
     Failure,
@@ -61,6 +61,9 @@ cli.add_command(loom)
 cli.add_command(mcp)
 cli.add_command(init)
 cli.add_command(service)
+cli.add_command(config_show.config)
+cli.add_command(doctor.doctor)
+cli.add_command(completion.completion)
 
 
 @cli.command()

@@ -2,7 +2,8 @@
 
 Everything is rendered through :func:`show`, which strips the trailing blanks rich pads
 table cells with, so the output pastes cleanly into files and diffs. Markup and emoji codes
-are off: memory text such as ``[x]`` or ``:smile:`` is printed as written.
+are off: memory text such as ``[x]`` or ``:smile:`` is printed as written. Piped (stdout no
+terminal), nothing is wrapped: each line stays whole for ``grep`` and friends.
 """
 
 from __future__ import annotations
@@ -27,8 +28,19 @@ if TYPE_CHECKING:
     from daemon.services.recall import MarkHit, RecallResult
 
 
+# The width of piped output: no line is wrapped short of it.
+PIPED_WIDTH = 100_000
+
+
 def show(*renderables: RenderableType) -> None:
-    console = Console(markup=False, emoji=False, highlight=False)
+    piped = not sys.stdout.isatty()
+    console = Console(
+        markup=False,
+        emoji=False,
+        highlight=False,
+        width=PIPED_WIDTH if piped else None,
+        soft_wrap=piped,
+    )
     with console.capture() as captured:
         for renderable in renderables:
             console.print(renderable)
@@ -56,7 +68,7 @@ def fields(rows: Iterable[tuple[str, RenderableType]]) -> Table:
 
 
 def indent(renderable: RenderableType, by: int = 2) -> Padding:
-    return Padding(renderable, (0, 0, 0, by))
+    return Padding(renderable, (0, 0, 0, by), expand=False)
 
 
 def section(title: str, items: Sequence[RenderableType]) -> Group:

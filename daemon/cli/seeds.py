@@ -64,15 +64,23 @@ def _review(decision: Literal["accepted", "rejected"]) -> click.Command:
     @click.argument("seed_id", metavar="ID")
     @click.option("--reviewer", help="Who decides (default: your login name).")
     @idempotency_option
+    @json_option
     @config_option
     def review(
-        seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
+        seed_id: str,
+        reviewer: str | None,
+        idempotency_key: str | None,
+        as_json: bool,
+        config_path: Path | None,
     ) -> None:
         from daemon.cli.client import daemon
 
         reviewer = reviewer or login_name()
         with daemon(load(config_path), reviewer) as client:
             seed = client.review_seed(seed_id, decision, reviewer, idempotency_key=idempotency_key)
+        if as_json:
+            print_json(seed.model_dump(mode="json"))
+            return
         if seed.state == "pending":
             click.echo(
                 f"review of seed {seed_id} stored as signal {seed.signal_id}; not applied yet"
@@ -88,7 +96,7 @@ def _review(decision: Literal["accepted", "rejected"]) -> click.Command:
 
     \b
     Example:
-      cambium memory seeds {verb} sd_0123456789abcdef01234567 --reviewer ada
+      cambium memory seeds {verb} sd_0123456789abcdef01234567 --reviewer ada --json
     """
     return click.command(verb)(review)
 
@@ -101,9 +109,14 @@ seeds.add_command(_review("rejected"))
 @click.argument("seed_id", metavar="ID")
 @click.option("--reviewer", help="Who undoes it (default: your login name).")
 @idempotency_option
+@json_option
 @config_option
 def undo(
-    seed_id: str, reviewer: str | None, idempotency_key: str | None, config_path: Path | None
+    seed_id: str,
+    reviewer: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
+    config_path: Path | None,
 ) -> None:
     """Undo the review of seed ID: it is pending again (within seeds.undo_hours).
 
@@ -116,6 +129,9 @@ def undo(
     reviewer = reviewer or login_name()
     with daemon(load(config_path), reviewer) as client:
         seed = client.undo_review(seed_id, reviewer, idempotency_key=idempotency_key)
+    if as_json:
+        print_json(seed)
+        return
     if "signal_id" not in seed:
         click.echo(seed.get("detail", "stored; not applied yet"))
         return

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from daemon.cli.common import Failure, config_option, load
+from daemon.cli.common import Failure, config_option, json_option, load, print_json
 
 if TYPE_CHECKING:
     from daemon.config import Config
@@ -40,7 +40,8 @@ def _write_private(path: Path, text: str) -> None:
     help="auto: use the first model of a local model server found, without asking; "
     "none: do not look. Default: look, and ask on a terminal.",
 )
-def init(directory: Path, llm: str | None) -> None:
+@json_option
+def init(directory: Path, llm: str | None, as_json: bool) -> None:
     """Set up a memory in DIR (default: here).
 
     Writes a commented cambium.toml and the directories it names (the store's, your notes,
@@ -54,6 +55,7 @@ def init(directory: Path, llm: str | None) -> None:
     \b
     Example:
       cambium init ~/memory && cambium run --config ~/memory/cambium.toml
+      cambium init ~/memory --llm none --json
     """
     from daemon.service_files import LAYER_DIRECTORIES, local_timezone, render_config
 
@@ -69,42 +71,49 @@ def init(directory: Path, llm: str | None) -> None:
             layer.chmod(0o700)  # whatever the umask
     text = render_config(local_timezone())
     if llm != "none":
-        text = _offer_local_model(text, ask=llm is None)
+        text = _offer_local_model(text, ask=llm is None, err=as_json)
     _write_private(config, text)
+    run, install = f"cambium run --config {config}", f"cambium service install --config {config}"
+    if as_json:
+        made = [str(root / name) for name in LAYER_DIRECTORIES]
+        print_json({"config": str(config), "directories": made, "next": [run, install]})
+        return
     click.echo(f"wrote {config}")
     click.echo(f"made {', '.join(LAYER_DIRECTORIES)} in {root} (private to you)")
     click.echo("next:")
-    click.echo(f"  cambium run --config {config}              # run it now, in the foreground")
-    click.echo(f"  cambium service install --config {config}  # or: start it with your login")
+    click.echo(f"  {run}              # run it now, in the foreground")
+    click.echo(f"  {install}  # or: start it with your login")
 
 
 def _on_a_terminal() -> bool:
     return sys.stdin.isatty()
 
 
-def _offer_local_model(text: str, ask: bool) -> str:
+def _offer_local_model(text: str, ask: bool, err: bool) -> str:
     """The config ``text`` consolidating with a local model server, if one runs and the
-    person wants it (asked only on a terminal: unasked, it is shown, not written)."""
+    person wants it (asked only on a terminal: unasked, it is shown, not written). ``err``:
+    say so on stderr (stdout is JSON)."""
     from daemon.cli import local_models
+
+    def say(line: str) -> None:
+        click.echo(line, err=err)
 
     servers = local_models.probe(local_models.USUAL_ENDPOINTS)
     for server in servers:
         listed = ", ".join(server.models)
-        click.echo(f"found {server.endpoint.name} at {server.endpoint.base_url}: {listed}")
+        say(f"found {server.endpoint.name} at {server.endpoint.base_url}: {listed}")
     if not servers:
         return text
     server, model = servers[0], servers[0].models[0]
     section = local_models.llm_section(server, model)
     if ask and not _on_a_terminal():
-        click.echo("not written (pass --llm auto to have it written); to use it, add")
-        click.echo(section.strip("\n"))
-        click.echo('and set [consolidation] extractor = "openai"')
+        say("not written (pass --llm auto to have it written); to use it, add")
+        say(section.strip("\n"))
+        say('and set [consolidation] extractor = "openai"')
         return text
-    if ask and not click.confirm(f"consolidate with {model}?", default=True):
+    if ask and not click.confirm(f"consolidate with {model}?", default=True, err=err):
         return text
-    click.echo(
-        f'[llm]: {model} at {server.endpoint.base_url}; [consolidation] extractor = "openai"'
-    )
+    say(f'[llm]: {model} at {server.endpoint.base_url}; [consolidation] extractor = "openai"')
     return local_models.with_llm(text, section)
 
 
@@ -134,7 +143,7 @@ def _cambium_executable() -> Path:
     return Path(found).absolute()
 
 
-def _sandbox(config: Config) -> Sandbox:
+def sandbox_for(config: Config) -> Sandbox:
     """Exactly what the daemon run with ``config`` writes, and whether it needs IP."""
     from sqlalchemy.engine import make_url
 
@@ -159,9 +168,9 @@ def _sandbox(config: Config) -> Sandbox:
     return Sandbox([str(p) for p in dict.fromkeys(writable)], in_runtime, network)
 
 
-def _run(commands: list[list[str]], no_manager: str) -> None:
+def _run(commands: list[list[str]], no_manager: str, err: bool) -> None:
     """Run each command; ``no_manager`` is the one line to say when systemd's user
-    manager cannot be reached from here."""
+    manager cannot be reached from here. ``err``: say what ran on stderr."""
     for command in commands:
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=60)
@@ -171,14 +180,15 @@ def _run(commands: list[list[str]], no_manager: str) -> None:
             raise Failure(f"cannot reach your systemd user manager (no user bus): {no_manager}")
         if done.returncode != 0:
             raise Failure(f"`{' '.join(command)}` failed: {done.stderr.strip() or done.stdout}")
-        click.echo(f"ran {' '.join(command)}")
+        click.echo(f"ran {' '.join(command)}", err=err)
 
 
 @service.command()
 @click.option("--now", is_flag=True, help="Also enable and start it.")
 @_platform_option
+@json_option
 @config_option
-def install(now: bool, platform: str, config_path: Path | None) -> None:
+def install(now: bool, platform: str, as_json: bool, config_path: Path | None) -> None:
     """Write the service file that runs `cambium run` with this config.
 
     Linux: ~/.config/systemd/user/cambium.service, sandboxed to write only the store,
@@ -189,14 +199,14 @@ def install(now: bool, platform: str, config_path: Path | None) -> None:
     \b
     Examples:
       cambium service install --config ~/memory/cambium.toml
-      cambium service install --now
+      cambium service install --now --json
     """
     from daemon.service_files import service_file
 
     config = load(config_path)
     if config.source is None:
         raise Failure("no config file: run `cambium init DIR` first, or pass --config")
-    sandbox = _sandbox(config)
+    sandbox = sandbox_for(config)
     file = service_file(
         "launchd" if platform == "launchd" else "systemd",
         _cambium_executable(),
@@ -209,14 +219,20 @@ def install(now: bool, platform: str, config_path: Path | None) -> None:
             Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     file.path.parent.mkdir(parents=True, exist_ok=True)
     file.path.write_text(file.text, encoding="utf-8")
-    click.echo(f"wrote {file.path}")
+    if not as_json:
+        click.echo(f"wrote {file.path}")
     if now:
         _run(
             file.enable,
             "start it from your login session with `"
             + " && ".join(" ".join(c) for c in file.enable)
             + "` (without one, e.g. over ssh: `loginctl enable-linger $USER` first)",
+            err=as_json,
         )
+    if as_json:
+        commands = [" ".join(command) for command in file.enable]
+        print_json({"path": str(file.path), "started": now, "enable": commands})
+    if now or as_json:
         return
     click.echo("enable and start it with:")
     for command in file.enable:
@@ -225,7 +241,8 @@ def install(now: bool, platform: str, config_path: Path | None) -> None:
 
 @service.command()
 @_platform_option
-def uninstall(platform: str) -> None:
+@json_option
+def uninstall(platform: str, as_json: bool) -> None:
     """Stop and disable the service, then remove the file `cambium service install` wrote.
 
     Your config and memory are left as they are. When the service manager cannot be
@@ -250,6 +267,10 @@ def uninstall(platform: str) -> None:
         file.disable,
         f"nothing was stopped or removed; run this from your login session, or, if no user "
         f"manager runs cambium, remove the unit yourself: rm {file.path}",
+        err=as_json,
     )
     file.path.unlink()
-    click.echo(f"removed {file.path}")
+    if as_json:
+        print_json({"removed": str(file.path)})
+    else:
+        click.echo(f"removed {file.path}")

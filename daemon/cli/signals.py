@@ -97,22 +97,26 @@ def show_signal(signal_id: str, as_json: bool, config_path: Path | None) -> None
 
 @signals.command()
 @click.argument("signal_id", metavar="ID")
+@json_option
 @config_option
-def retry(signal_id: str, config_path: Path | None) -> None:
+def retry(signal_id: str, as_json: bool, config_path: Path | None) -> None:
     """Deliver a signal's dead deliveries again (after fixing what made them fail), and
     wait for the outcome. Exit 1 if a delivery is dead again.
 
     \b
     Example:
-      cambium signals retry 0f8e1c...
+      cambium signals retry 0f8e1c... --json
     """
     from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
     from daemon.cli.render import delivery_statuses, show
 
     with daemon(load(config_path), login_name()) as client:
         answer = client.retry(signal_id, wait=MAX_WAIT_SECONDS)
-        click.echo(f"retried signal {signal_id}")
-        show(delivery_statuses(answer.deliveries or {}))
+        if as_json:
+            print_json(answer.model_dump(mode="json", exclude_none=True))
+        else:
+            click.echo(f"retried signal {signal_id}")
+            show(delivery_statuses(answer.deliveries or {}))
         check_deliveries(client, answer.id, answer.deliveries)
 
 
@@ -120,9 +124,14 @@ def retry(signal_id: str, config_path: Path | None) -> None:
 @click.argument("signal_id", metavar="ID", required=False)
 @click.option("--receptor", metavar="NAME", help="Only the deliveries to this receptor.")
 @click.option("--all", "every", is_flag=True, help="Every dead delivery of --receptor.")
+@json_option
 @config_option
 def discard(
-    signal_id: str | None, receptor: str | None, every: bool, config_path: Path | None
+    signal_id: str | None,
+    receptor: str | None,
+    every: bool,
+    as_json: bool,
+    config_path: Path | None,
 ) -> None:
     """Give up for good on dead deliveries that no retry can save (a payload that can never
     be applied): a signal's, or with --receptor NAME --all every one of a receptor's. They
@@ -140,6 +149,9 @@ def discard(
         raise BadInput("give a signal ID, or --receptor NAME --all")
     with daemon(load(config_path), login_name()) as client:
         answer = client.discard(signal_id, receptor=receptor, every=every)
+    if as_json:
+        print_json(answer.model_dump(mode="json"))
+        return
     which = f"signal {signal_id}" if signal_id else f"receptor {receptor}"
     state = "" if answer.applied else " (stored, not applied yet)"
     click.echo(f"discarded the dead deliveries of {which}{state}: signal {answer.signal_id}")

@@ -17,8 +17,10 @@ from daemon.cli.common import (
     config_option,
     day_option,
     idempotency_option,
+    json_option,
     load,
     login_name,
+    print_json,
     reading_store,
 )
 from daemon.core import signal_types
@@ -38,6 +40,7 @@ HUMAN = "human"
 @click.option("--intensity", type=Number(0, 1), help="Initial strength, 0..1 (default 0.7).")
 @click.option("--decay-days", type=Number(0), help="Half-life in days; 0 never fades (default 14).")
 @idempotency_option
+@json_option
 @config_option
 def mark(
     subject: str,
@@ -46,6 +49,7 @@ def mark(
     intensity: float | None,
     decay_days: float | None,
     idempotency_key: str | None,
+    as_json: bool,
     config_path: Path | None,
 ) -> None:
     """State an observation yourself.
@@ -57,6 +61,7 @@ def mark(
     Examples:
       cambium memory mark user.coffee "takes coffee black"
       cambium memory mark user.sleep.bedtime "in bed by 23:00" --decay-days 30
+      cambium memory mark user.tea "green, no sugar" --json
     """
     from daemon.core.clock import utcnow
     from daemon.core.subjects import normalize_subject
@@ -82,6 +87,7 @@ def mark(
         observer,
         payload,
         idempotency_key,
+        as_json,
         intensity=intensity,
         decay_days=decay_days,
     )
@@ -91,6 +97,9 @@ def mark(
         hit = store.read_sync(lambda tx: mark_made_by(tx, answer.id, utcnow()))
     if hit is None:  # cannot happen once delivered, but never print someone else's mark
         raise Failure(f"signal {answer.id} was delivered but made no mark")
+    if as_json:
+        print_json(hit.to_json())
+        return
     from daemon.cli.render import mark_view, show
 
     show(mark_view(hit))
@@ -100,9 +109,14 @@ def mark(
 @click.argument("text")
 @day_option("The day's file to append to (default: today in the configured time zone).")
 @idempotency_option
+@json_option
 @config_option
 def note(
-    text: str, day: date | None, idempotency_key: str | None, config_path: Path | None
+    text: str,
+    day: date | None,
+    idempotency_key: str | None,
+    as_json: bool,
+    config_path: Path | None,
 ) -> None:
     """Append a line to a day's log.
 
@@ -119,18 +133,25 @@ def note(
     config = load(config_path)
     day = day or _today(config)
     payload = {"text": text, "date": day.isoformat()}
-    answer = _send(config, signal_types.DAILY_NOTE, login_name(), payload, idempotency_key)
+    answer = _send(config, signal_types.DAILY_NOTE, login_name(), payload, idempotency_key, as_json)
     if (answer.deliveries or {}).get("daily") == "delivered":
         from daemon.files.daily import DailyLog
 
-        click.echo(f"noted in {DailyLog(config.paths.daily).path(day)}")
+        path = DailyLog(config.paths.daily).path(day)
+        if as_json:
+            print_json({"signal_id": answer.id, "date": day.isoformat(), "path": str(path)})
+        else:
+            click.echo(f"noted in {path}")
 
 
 @click.command()
 @day_option("The day to consolidate (default: yesterday in the configured time zone).")
 @idempotency_option
+@json_option
 @config_option
-def consolidate(day: date | None, idempotency_key: str | None, config_path: Path | None) -> None:
+def consolidate(
+    day: date | None, idempotency_key: str | None, as_json: bool, config_path: Path | None
+) -> None:
     """Consolidate a day's log now, as the nightly rhythm does.
 
     The day's observations become marks, its file moves to the archive, and faded marks
@@ -139,7 +160,7 @@ def consolidate(day: date | None, idempotency_key: str | None, config_path: Path
     \b
     Examples:
       cambium memory consolidate
-      cambium memory consolidate --date 2026-01-15
+      cambium memory consolidate --date 2026-01-15 --json
     """
     config = load(config_path)
     day = day or _today(config) - timedelta(days=1)
@@ -149,33 +170,44 @@ def consolidate(day: date | None, idempotency_key: str | None, config_path: Path
     live, archived = daily.path(day), daily.path(day, archived=True)
     was_live = live.exists()
     payload = {"date": day.isoformat()}
-    answer = _send(config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key)
+    answer = _send(
+        config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key, as_json
+    )
     if (answer.deliveries or {}).get("consolidation") != "delivered":
         return
+    unread = None
     if was_live:
-        click.echo(f"consolidated {day.isoformat()}: the log is archived at {archived}")
+        outcome, said = "consolidated", f"consolidated {day}: the log is archived at {archived}"
         if config.consolidation.extractor == "mock":
-            _say_if_unread(config, daily, day)
+            unread = _unread(config, daily, day)
     elif archived.exists():
-        click.echo(f"{day.isoformat()} was already consolidated: {archived}")
+        outcome, said = "already consolidated", f"{day} was already consolidated: {archived}"
     else:
-        click.echo(f"nothing to consolidate: no daily file for {day.isoformat()}")
+        outcome, said = "nothing to consolidate", f"nothing to consolidate: no daily file for {day}"
+    if as_json:
+        shown = {"date": day.isoformat(), "signal_id": answer.id, "outcome": outcome}
+        print_json(shown | {"archived": str(archived) if archived.exists() else None})
+        return
+    click.echo(said)
+    if unread:
+        click.echo(unread)
 
 
-def _say_if_unread(config: Config, daily: DailyLog, day: date) -> None:
-    """A day of lines that made no mark, with the mock extractor: say why, rather than let
-    ordinary sentences consolidate into nothing without a word."""
+def _unread(config: Config, daily: DailyLog, day: date) -> str | None:
+    """Why a day of lines made no mark, with the mock extractor, rather than let ordinary
+    sentences consolidate into nothing without a word (None: some did, or it was empty)."""
     lines = [line for line in daily.read(day, archived=True) or [] if line.strip()]
     if not lines:
-        return
+        return None
     with reading_store(config) as store:
         cited = store.read_sync(lambda tx: tx.marks.citing(config.workspace, f"{day}.md"))
-    if not cited:
-        click.echo(
-            f"{len(lines)} lines, none in the `OBS subject=<path> <text>` form the mock "
-            "extractor reads, so no marks: configure [llm] and set [consolidation] "
-            'extractor = "openai" to extract from natural text'
-        )
+    if cited:
+        return None
+    return (
+        f"{len(lines)} lines, none in the `OBS subject=<path> <text>` form the mock "
+        "extractor reads, so no marks: configure [llm] and set [consolidation] "
+        'extractor = "openai" to extract from natural text'
+    )
 
 
 def _today(config: Config) -> date:
@@ -190,10 +222,11 @@ def _send(
     source_id: str,
     payload: dict[str, Any],
     idempotency_key: str | None,
+    as_json: bool,
     **fields: Any,
 ) -> Emitted:
     """Emit a signal stated by the person at the terminal and wait for its deliveries: a
-    dead one fails, one still pending is reported."""
+    dead one fails, one still pending is reported (as the signal's JSON, with ``as_json``)."""
     from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
 
     with daemon(config, source_id) as client:
@@ -206,7 +239,9 @@ def _send(
             **fields,
         )
         check_deliveries(client, answer.id, answer.deliveries)
-    if answer.pending:
+    if answer.pending and as_json:
+        print_json(answer.model_dump(mode="json", exclude_none=True))
+    elif answer.pending:
         click.echo(
             f"stored signal {answer.id}; not delivered yet — see `cambium signals show {answer.id}`"
         )

@@ -75,9 +75,10 @@ def test_every_command_takes_config_and_its_help_has_an_example() -> None:
         "loom",
         "mcp", "init", "service install", "service uninstall",
         "index check", "index rebuild",
+        "config show", "doctor", "completion",
     }  # fmt: skip
     # init makes a config (in DIR), and uninstall removes a file whatever config made it.
-    no_config = {"init", "service uninstall"}
+    no_config = {"init", "service uninstall", "completion"}
     for name, command in runnable:
         takes_config = "config_path" in {p.name for p in command.params}
         assert takes_config == (name not in no_config), name
