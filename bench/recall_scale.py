@@ -31,7 +31,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, RecallResult, recall
+from daemon.services.recall import Memory, RecallResult, recall
 from daemon.store import Store, Tx
 from daemon.store.migrate import upgrade
 
@@ -140,7 +140,7 @@ def timed(
     return samples
 
 
-def build(root: Path, rng: random.Random) -> Layers:
+def build(root: Path, rng: random.Random) -> Memory:
     """The store, filled in big batches straight through the store API, and the files."""
     url = f"sqlite:///{root / 'recall.db'}"
     upgrade(url)
@@ -149,7 +149,7 @@ def build(root: Path, rng: random.Random) -> Layers:
     for start in range(0, MARKS, BATCH):
         store.write_sync(partial(_insert_marks, marks[start : start + BATCH]))
     substrate, daily = write_files(root, Words(rng))
-    return Layers(
+    return Memory(
         store=store,
         substrate=Substrate([substrate]),
         daily=DailyLog(daily),

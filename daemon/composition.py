@@ -21,8 +21,8 @@ from daemon.config import Config, ConfigError
 from daemon.core.clock import Clock
 from daemon.files.daily import DailyLog
 from daemon.loom.routes import mount_loom
-from daemon.services.mark_text import MarkText
-from daemon.services.recall import Layers
+from daemon.services.mark_search import MarkSearch
+from daemon.services.recall import Memory
 from daemon.services.running import Services
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
@@ -70,7 +70,7 @@ def make_extractor(config: Config) -> Extractor:
 
 
 def build_receptors(
-    config: Config, store: Store, daily: DailyLog, mark_text: MarkText | None = None
+    config: Config, store: Store, daily: DailyLog, mark_search: MarkSearch | None = None
 ) -> list[Receptor]:
     """The daemon's receptors, configured. Raises ValueError for an unknown extractor or an
     LLM key that cannot be read."""
@@ -80,7 +80,7 @@ def build_receptors(
             similarity=config.observation.similarity,
         ),
         SeedReceptor(wither_days=config.seeds.wither_days, undo_hours=config.seeds.undo_hours),
-        GovernanceReceptor(store, daily, mark_text),
+        GovernanceReceptor(store, daily, mark_search),
         DiscardReceptor(),
         DigestReceptor(store, daily, zone=config.zone, wither_days=config.seeds.wither_days),
         ConsolidationReceptor(
@@ -109,7 +109,7 @@ class Daemon:
     and the scheduler not entered, nothing listens."""
 
     store: Store
-    memory: Layers
+    memory: Memory
     bus: SignalBus
     scheduler: RhythmScheduler
     services: Services
@@ -122,9 +122,9 @@ def compose(config: Config, clock: Clock) -> Daemon:
     templates = config.rhythm_templates()
     token = config.ingress.read_token()
     store = Store(config.store.url)
-    memory = Layers.from_config(config, store)  # ConfigError: semantic without its model
+    memory = Memory.from_config(config, store)  # ConfigError: semantic without its model
     try:
-        receptors = build_receptors(config, store, memory.daily, memory.mark_text)
+        receptors = build_receptors(config, store, memory.daily, memory.mark_search)
     except ValueError as exc:
         raise ConfigError(f"consolidation.extractor: {exc}") from None
     known = [r.key for r in receptors]
@@ -146,7 +146,7 @@ def compose(config: Config, clock: Clock) -> Daemon:
     scheduler = RhythmScheduler(templates, bus.emit, store, clock=clock)
     services = Services(
         bus=bus,
-        layers=memory,
+        memory=memory,
         clock=clock,
         next_fires=lambda: scheduler.rhythms,
         seed_rules=config.seeds,

@@ -27,7 +27,7 @@ from daemon.core.clock import Clock, utcnow
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.server import bind_tcp, bind_unix, make_server
-from daemon.services.recall import Layers
+from daemon.services.recall import Memory
 from daemon.store import Store, StoreLock, check_sqlite_file
 from daemon.store.migrate import upgrade_in_child_process
 
@@ -126,7 +126,7 @@ async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: a
         done.set()
 
 
-async def _prepare_recall(memory: Layers) -> None:
+async def _prepare_recall(memory: Memory) -> None:
     try:
         await anyio.to_thread.run_sync(memory.prepare_search)
     except Exception:  # recall indexes and embeds on demand instead; the daemon keeps running

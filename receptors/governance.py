@@ -40,7 +40,7 @@ from daemon.services.governance import (
     retract,
     to_forget,
 )
-from daemon.services.mark_text import MarkText
+from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, Tx
 from receptors.common import parse_payload
 
@@ -54,11 +54,11 @@ class GovernanceReceptor(Receptor):
     )
 
     def __init__(
-        self, store: Store, daily: DailyLog | None = None, mark_text: MarkText | None = None
+        self, store: Store, daily: DailyLog | None = None, mark_search: MarkSearch | None = None
     ) -> None:
         self.store = store
         self.daily = daily
-        self.mark_text = mark_text
+        self.mark_search = mark_search
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
         if signal.type != signal_types.FORGET:
@@ -83,8 +83,8 @@ class GovernanceReceptor(Receptor):
             lambda tx: _refusing(lambda: forget(tx, signal, target, asked.reason, lines))
         )
         await anyio.to_thread.run_sync(self.store.scrub)
-        if self.mark_text is not None:
-            await self.store.read(self.mark_text.follow)
+        if self.mark_search is not None:
+            await self.store.read(self.mark_search.follow)
 
     def apply(self, tx: Tx, signal: Signal) -> None:
         def applied() -> object:

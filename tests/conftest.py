@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import structlog
 from migrated import (
     Statements,
     copy_sqlite,
@@ -78,6 +79,14 @@ def empty_schema() -> Iterator[tuple[str, str]]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A command run in process (click's CliRunner) configures structlog for a terminal
+    (warnings only, to stderr); the next test must see every log line again."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from daemon.api.guards import RequireToken
 from daemon.bus import SignalBus
 from daemon.composition import build_app, build_receptors
 from daemon.config import parse_config
-from daemon.services.recall import Layers
+from daemon.services.recall import Memory
 from daemon.services.running import Services
 from daemon.store import Store
 
@@ -48,14 +48,14 @@ async def serving(
     config = parse_config(
         {"workspace": "home", "paths": {"daily": str(root / "daily"), "compost": str(root / "c")}}
     )
-    memory = Layers.from_config(config, store)
+    memory = Memory.from_config(config, store)
     running = [
         r
         for r in build_receptors(config, store, memory.daily)
         if receptors is None or r.key in receptors
     ]
     async with SignalBus(store, running, workspace="home", retry=FAST_RETRY) as bus:
-        services = Services(bus=bus, layers=memory, clock=lambda: T0)
+        services = Services(bus=bus, memory=memory, clock=lambda: T0)
         app: Any = build_app(services, BODY_LIMIT)
         if token:
             app = RequireToken(app, token)

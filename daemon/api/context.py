@@ -22,5 +22,5 @@ async def context_route(
     query: Recalled,
     max_chars: int = Query(4000, ge=context.MIN_CHARS, le=context.MAX_CHARS),
 ) -> dict[str, Any]:
-    result = await anyio.to_thread.run_sync(recall, query, services.layers, services.clock())
+    result = await anyio.to_thread.run_sync(recall, query, services.memory, services.clock())
     return context.render(result.to_json(), query.about, max_chars).to_json()

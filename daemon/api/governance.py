@@ -99,14 +99,14 @@ async def retract_mark(
 async def forget_route(
     body: ForgetRequest, services: Running, response: Response
 ) -> dict[str, Any]:
-    workspace = services.layers.workspace
+    workspace = services.memory.workspace
     target = ForgetTarget(subject=body.subject, mark_id=body.mark_id)
     outcome = await services.commands.forget(target, body.reason, body.by, body.idempotency_key)
     if not outcome.applied:
         return not_applied(outcome, response)
     found = await services.bus.store.read(lambda tx: tx.tombstones.listing(workspace))
     [tombstone] = [t for t in found if t.signal_id == outcome.signal_id]
-    daily = services.layers.daily
+    daily = services.memory.daily
     live = await anyio.to_thread.run_sync(
         live_lines, daily, partial(mentions, forgotten=outcome.mentions)
     )
@@ -123,6 +123,6 @@ async def forget_route(
 
 @router.get("/v1/tombstones", summary="What was forgotten: who, when, why, how many")
 async def tombstones(services: Running) -> list[dict[str, Any]]:
-    workspace = services.layers.workspace
+    workspace = services.memory.workspace
     found = await services.bus.store.read(lambda tx: tx.tombstones.listing(workspace))
     return [_json(t) for t in found]

@@ -27,13 +27,13 @@ def _status(services: Running) -> str:
 async def health(services: Running) -> dict[str, Any]:
     bus = services.bus
     counts = await bus.store.read(lambda tx: tx.signals.open_counts())
-    files = await anyio.to_thread.run_sync(services.layers.substrate.files)
+    files = await anyio.to_thread.run_sync(services.memory.substrate.files)
     return {
         "status": _status(services),
         "problem": bus.store.write_failure,
         "version": __version__,
         "uptime_seconds": round(time.monotonic() - services.started, 3),
-        "workspace": services.layers.workspace,
+        "workspace": services.memory.workspace,
         "receptors": [
             {"key": r.key, "binds": sorted(r.binds), "owned": r.key in bus.owned}
             for r in bus.receptors

@@ -26,7 +26,7 @@ def _json(record: Mark | Reinforcement | Seed) -> dict[str, Any]:
 
 @router.get("/v1/marks/{mark_id}", summary="A mark with its evidence, reinforcements, corrections")
 async def mark(mark_id: str, services: Running) -> dict[str, Any]:
-    workspace = services.layers.workspace
+    workspace = services.memory.workspace
 
     def read(tx: Tx) -> dict[str, Any] | None:
         found = tx.marks.get(mark_id)
@@ -53,7 +53,7 @@ async def changes(
 ) -> dict[str, Any]:
     if since.tzinfo is None:
         raise Problem(422, "since: must carry its UTC offset (…Z or +01:00)")
-    start, workspace = to_utc(since), services.layers.workspace
+    start, workspace = to_utc(since), services.memory.workspace
 
     def read(tx: Tx) -> dict[str, Any]:
         # A second early, then exact: SQLite compares instants as text, and one stored

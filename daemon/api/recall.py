@@ -38,7 +38,7 @@ Recalled = Annotated[RecallQuery, Depends(recall_query)]
     openapi_extra={"parameters": query_parameters()},
 )
 async def recall_route(services: Running, query: Recalled) -> dict[str, Any]:
-    result = await anyio.to_thread.run_sync(recall, query, services.layers, services.clock())
+    result = await anyio.to_thread.run_sync(recall, query, services.memory, services.clock())
     if query.summary:
-        result = await with_summary(result, query.about, services.layers.llm)
+        result = await with_summary(result, query.about, services.memory.llm)
     return result.to_json()

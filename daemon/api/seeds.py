@@ -38,7 +38,7 @@ def seed_json(seed: Seed) -> dict[str, Any]:
 async def list_seeds(
     services: Running, state: Literal["pending", "accepted", "rejected", "withered"] | None = None
 ) -> list[dict[str, Any]]:
-    workspace = services.layers.workspace
+    workspace = services.memory.workspace
     found = await services.bus.store.read(lambda tx: tx.seeds.listing(workspace, state))
     return [seed_json(s) for s in found]
 
@@ -66,7 +66,7 @@ async def undo_review(
 
 
 async def _seed(services: Services, seed_id: str) -> dict[str, Any]:
-    workspace = services.layers.workspace
+    workspace = services.memory.workspace
     seed = await services.bus.store.read(lambda tx: tx.seeds.get(seed_id, workspace))
     assert seed is not None
     return seed_json(seed)

@@ -21,7 +21,7 @@ from daemon.cli.common import Failure, config_option, json_option, load, print_j
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.services.recall import Layers
+    from daemon.services.recall import Memory
     from daemon.store import Store
 
 
@@ -82,7 +82,7 @@ def rebuild(config_path: Path | None) -> None:
         if queued:
             click.echo(f"marks: {queued} missing from the index, queued", err=True)
         memory.daily.refresh(_progress("daily files"))
-        done = memory.mark_text.index(store)
+        done = memory.mark_search.index(store)
         click.echo(f"marks: {done} indexed", err=True)
         report = _status(config, store)
     if not report.current:
@@ -90,7 +90,7 @@ def rebuild(config_path: Path | None) -> None:
     click.echo("the index is up to date")
 
 
-def _layers(config: Config, store: Store) -> Layers:
+def _layers(config: Config, store: Store) -> Memory:
     from daemon.cli.memory import open_memory
 
     return open_memory(config, store)

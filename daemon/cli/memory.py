@@ -31,7 +31,7 @@ from daemon.cli.writing import consolidate, mark, note
 if TYPE_CHECKING:
     from daemon.config import Config
     from daemon.schema.recall import RecallQuery
-    from daemon.services.recall import Layers, RecallResult
+    from daemon.services.recall import Memory, RecallResult
     from daemon.store import Store
 
 
@@ -40,14 +40,14 @@ def memory() -> None:
     """Recall and review what the memory knows; add to it by hand."""
 
 
-def open_memory(config: Config, store: Store) -> Layers:
+def open_memory(config: Config, store: Store) -> Memory:
     """The four layers, read-only."""
     from daemon.config import ConfigError
-    from daemon.services.recall import Layers
+    from daemon.services.recall import Memory
 
     warnings_to_stderr()
     try:
-        return Layers.from_config(config, store)
+        return Memory.from_config(config, store)
     except ConfigError as exc:  # [recall] semantic without its model
         raise BadInput(f"bad config: {exc}") from None
 

@@ -64,22 +64,10 @@ def mark(
       cambium memory mark user.tea "green, no sugar" --json
     """
     from daemon.core.clock import utcnow
-    from daemon.core.subjects import normalize_subject
     from daemon.services.recall import mark_made_by
 
-    subject = normalize_subject(subject)
-    observation = observation.strip()
-    if not subject:
-        raise BadInput("bad SUBJECT: it must be a non-empty dot path, like user.coffee")
-    if not observation:
-        raise BadInput("bad OBSERVATION: it must not be empty")
     observer = observer or login_name()
-    payload = {
-        "subject": subject,
-        "observation": observation,
-        "evidence": {"note": f"stated by {observer} via cambium memory mark"},
-        "provenance": "stated",
-    }
+    payload = _stated(subject, observation, observer)
     config = load(config_path)
     answer = _send(
         config,
@@ -103,6 +91,24 @@ def mark(
     from daemon.cli.render import mark_view, show
 
     show(mark_view(hit))
+
+
+def _stated(subject: str, observation: str, observer: str) -> dict[str, object]:
+    """The payload of an observation a person states, its subject and text checked."""
+    from daemon.core.subjects import normalize_subject
+
+    subject = normalize_subject(subject)
+    observation = observation.strip()
+    if not subject:
+        raise BadInput("bad SUBJECT: it must be a non-empty dot path, like user.coffee")
+    if not observation:
+        raise BadInput("bad OBSERVATION: it must not be empty")
+    return {
+        "subject": subject,
+        "observation": observation,
+        "evidence": {"note": f"stated by {observer} via cambium memory mark"},
+        "provenance": "stated",
+    }
 
 
 @click.command()

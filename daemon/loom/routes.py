@@ -99,7 +99,7 @@ class LoomPages:
 
     @classmethod
     def of(cls, services: Services) -> LoomPages:
-        memory = services.layers
+        memory = services.memory
         css = resources.files("daemon.loom").joinpath("static/loom.css").read_text("utf-8")
         return cls(
             services=services,
@@ -183,7 +183,7 @@ async def mark_page(mark_id: str, loom: Pages) -> HTMLResponse:
     found = await loom.data.mark(mark_id)
     if found is None:
         return loom.error(404, "No such mark", f"there is no mark {mark_id}")
-    daily = loom.services.layers.daily
+    daily = loom.services.memory.daily
     evidence = await anyio.to_thread.run_sync(evidence_lines, daily, found.mark.evidence)
     boosts = []
     for boost in found.reinforcements:
@@ -202,7 +202,7 @@ async def mark_page(mark_id: str, loom: Pages) -> HTMLResponse:
 
 @router.get("/days")
 async def days_page(loom: Pages) -> HTMLResponse:
-    live, archived = await anyio.to_thread.run_sync(day_lists, loom.services.layers.daily)
+    live, archived = await anyio.to_thread.run_sync(day_lists, loom.services.memory.daily)
     every = sorted(set(live) | set(archived), reverse=True)
     return loom.page("days.html", days=every, live=set(live), archived=set(archived))
 
@@ -213,7 +213,7 @@ async def day_page(day: str, loom: Pages) -> HTMLResponse:
         parsed = parse_day(day)
     except InvalidDay as exc:
         return loom.error(422, "Bad day", f"day: {exc}")
-    files = await anyio.to_thread.run_sync(day_files, loom.services.layers.daily, parsed)
+    files = await anyio.to_thread.run_sync(day_files, loom.services.memory.daily, parsed)
     if not files:
         return loom.error(404, "No such day", f"there is no daily file for {parsed.isoformat()}")
     citations = await loom.data.citations_of_day(f"{parsed.isoformat()}{SUFFIX}")
@@ -355,12 +355,12 @@ async def discard_signal(signal_id: str, request: Request, loom: Pages) -> Respo
 @router.get("/health")
 async def health_page(loom: Pages) -> HTMLResponse:
     services = loom.services
-    files = await anyio.to_thread.run_sync(services.layers.substrate.files)
+    files = await anyio.to_thread.run_sync(services.memory.substrate.files)
     return loom.page(
         "health.html",
         accepting=services.bus.accepting,
         uptime=time.monotonic() - services.started,
-        workspace=services.layers.workspace,
+        workspace=services.memory.workspace,
         receptors=services.bus.receptors,
         counts=await loom.data.open_delivery_counts(),
         rhythms=sorted(services.next_fires().items()),

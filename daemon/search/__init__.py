@@ -15,7 +15,7 @@
 
 The owners of the documents feed them in: the daily layer (:mod:`daemon.files.daily_rows`)
 writes its lines' rows as it writes and reads the files, and
-:class:`daemon.services.mark_text.MarkText` indexes the marks the table queues. The
+:class:`daemon.services.mark_search.MarkSearch` indexes the marks the table queues. The
 substrate and the compost still rank with an in-memory :class:`~daemon.search.text.Index`
 kept current by key (``add(key, text)``, ``remove(key)``); the dense side implements
 :class:`~daemon.search.fusion.DenseRanker`.

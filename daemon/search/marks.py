@@ -5,7 +5,7 @@ words together (``people.arnold.plans`` / "moving to Lisbon" is found by ``arnol
 ``lisbon``). A dotted subject path asks for a subtree, not for words: it finds nothing here
 (:func:`is_free_text`). With a dense ranker, every observation is also embedded
 (:class:`MarkMeanings`) and the lexical and dense rankings are fused as in the daily
-layer. What is indexed is decided by its owner (:class:`daemon.services.mark_text.MarkText`).
+layer. What is indexed is decided by its owner (:class:`daemon.services.mark_search.MarkSearch`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from daemon.schema.recall import RecallQuery, horizon_start
 from daemon.search.daily import DailyHit
 from daemon.search.fusion import DenseRanker
 from daemon.search.memory_index import MemoryTextIndex
-from daemon.services.mark_text import MarkText
+from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, StoreTextIndex, Tx
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ class RecallResult:
 
 
 @dataclass
-class Layers:
+class Memory:
     """The four layers recall reads, for one workspace."""
 
     store: Store
@@ -119,11 +119,11 @@ class Layers:
     compost: Compost
     workspace: str
     zone: ZoneInfo
-    mark_text: MarkText = field(default_factory=MarkText)
+    mark_search: MarkSearch = field(default_factory=MarkSearch)
     llm: LLMConfig | None = None  # the model for summaries, when one is configured
 
     @classmethod
-    def from_config(cls, config: Config, store: Store) -> Layers:
+    def from_config(cls, config: Config, store: Store) -> Memory:
         dense = dense_indexes(config.recall)
         # A store in memory (no database yet) keeps nothing: its index would be empty.
         index = MemoryTextIndex() if store.in_memory else StoreTextIndex(store)
@@ -135,7 +135,7 @@ class Layers:
             workspace=config.workspace,
             zone=config.zone,
             # Apart from the files' embeddings: a forgotten mark's must be deletable.
-            mark_text=MarkText(dense("marks") if dense else None),
+            mark_search=MarkSearch(dense("marks") if dense else None),
             llm=config.llm if config.llm_configured else None,
         )
 
@@ -146,13 +146,13 @@ class Layers:
         self.index_marks()
         self.daily.prepare_search()
         self.substrate.prepare_search()
-        self.store.read_sync(self.mark_text.follow)
-        self.mark_text.embed()
+        self.store.read_sync(self.mark_search.follow)
+        self.mark_search.embed()
 
     def index_marks(self) -> None:
         """Index the marks queued since the last look (where this process may write)."""
         if self.store.writer_alive:
-            self.mark_text.index(self.store)
+            self.mark_search.index(self.store)
 
 
 def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[Any]] | None:
@@ -175,7 +175,7 @@ def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[An
     return lambda scope: DenseIndex(shared if scope is None else shared.scoped(scope))
 
 
-def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
+def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     """Blocking (database and files): call it from a worker thread in async code."""
     since = horizon_start(query.horizon, now, memory.zone) if query.horizon else None
     marks = _marks(query, memory, now, since) if "marks" in query.layers else []
@@ -210,7 +210,7 @@ def recall(query: RecallQuery, memory: Layers, now: datetime) -> RecallResult:
 
 
 def _marks(
-    query: RecallQuery, memory: Layers, now: datetime, since: datetime | None
+    query: RecallQuery, memory: Memory, now: datetime, since: datetime | None
 ) -> list[MarkHit]:
     states: tuple[str, ...] = ("active", "promoted")
     if query.include_withered or query.include_history:
@@ -225,7 +225,7 @@ def _marks(
         # Under the subject prefix, or saying a word of the query.
         provenances = query.provenance
         scored = tx.marks.score(workspace, query.about, states, now, since, provenances)
-        said = memory.mark_text.search(tx, workspace, query.about)
+        said = memory.mark_search.search(tx, workspace, query.about)
         seen = {s.mark_id for s in scored}
         if said:
             scored += [

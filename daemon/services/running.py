@@ -11,7 +11,7 @@ from daemon.bus import SignalBus
 from daemon.config import SeedsConfig
 from daemon.core.clock import Clock
 from daemon.services.commands import Commands
-from daemon.services.recall import Layers
+from daemon.services.recall import Memory
 
 
 @dataclass
@@ -19,7 +19,7 @@ class Services:
     """What the doors read from (the bus's store, the layers) and run commands through."""
 
     bus: SignalBus
-    layers: Layers
+    memory: Memory
     clock: Clock
     next_fires: Callable[[], dict[str, datetime | None]] = dict
     started: float = field(default_factory=time.monotonic)
@@ -27,4 +27,4 @@ class Services:
     commands: Commands = field(init=False)
 
     def __post_init__(self) -> None:
-        self.commands = Commands(self.bus, self.layers.workspace, self.clock, self.seed_rules)
+        self.commands = Commands(self.bus, self.memory.workspace, self.clock, self.seed_rules)

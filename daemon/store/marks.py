@@ -166,7 +166,7 @@ class Marks(MarkStrength):
         )
         return [Mark.from_row(row._mapping) for row in self.connection.execute(query)]
 
-    # -- the text of every mark, for the free-text index (daemon.services.mark_text) -------
+    # -- the text of every mark, for the free-text index (daemon.services.mark_search) -------
 
     def count_all(self) -> int:
         return int(self.connection.execute(select(func.count()).select_from(marks)).scalar_one())

@@ -21,7 +21,7 @@ from daemon.client import (
     Rejected,
 )
 from daemon.config import parse_config
-from daemon.services.recall import Layers
+from daemon.services.recall import Memory
 from daemon.services.running import Services
 from daemon.store import Store
 from receptors.governance import GovernanceReceptor
@@ -33,11 +33,11 @@ from receptors.seeds import SeedReceptor
 async def in_process(store: Store, tmp_path: Path) -> AsyncIterator[AsyncClient]:
     """The API app with a real bus and store, reached without a socket."""
     config = parse_config({"paths": {"daily": str(tmp_path / "daily")}}, source=None)
-    memory = Layers.from_config(config, store)
+    memory = Memory.from_config(config, store)
     clock = lambda: T0 + timedelta(hours=1)  # noqa: E731
     receptors = [ObservationReceptor(), SeedReceptor(), GovernanceReceptor(store)]
     async with SignalBus(store, receptors, workspace="default", clock=clock) as bus:
-        app = create_app(Services(bus=bus, layers=memory, clock=clock))
+        app = create_app(Services(bus=bus, memory=memory, clock=clock))
         async with AsyncClient(transport=httpx.ASGITransport(app), source_id="asgi") as client:
             yield client
 

@@ -18,7 +18,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, recall
+from daemon.services.recall import Memory, recall
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor, default_day
 from receptors.extractors import MockExtractor
@@ -100,7 +100,7 @@ async def test_three_obs_lines_become_three_marks_and_the_day_is_archived(
     assert not (tmp_path / "daily" / "2026-04-11.md").exists()
     assert daily.read(DAY, archived=True) == LOG
 
-    memory = Layers(store, Substrate([]), daily, Compost(tmp_path / "compost"), "default", BERLIN)
+    memory = Memory(store, Substrate([]), daily, Compost(tmp_path / "compost"), "default", BERLIN)
     result = recall(RecallQuery(about="user.food"), memory, T0)
     assert [m.mark.subject for m in result.marks] == ["user.food.vegetables"]
     # The mark's own evidence line comes first (the other OBS lines match "user" as text).

@@ -18,7 +18,7 @@ from daemon.bus import SignalBus
 from daemon.client import AsyncClient, Rejected
 from daemon.composition import build_app, build_receptors
 from daemon.config import parse_config
-from daemon.services.recall import Layers
+from daemon.services.recall import Memory
 from daemon.services.running import Services
 from daemon.store import Store
 
@@ -34,10 +34,10 @@ class Doors:
 async def doors(store: Store, root: Path) -> AsyncIterator[Doors]:
     """The daemon's app with all its receptors, reached over HTTP and by the client."""
     config = parse_config({"paths": {"daily": str(root / "daily"), "compost": str(root / "c")}})
-    memory = Layers.from_config(config, store)
+    memory = Memory.from_config(config, store)
     receptors = build_receptors(config, store, memory.daily)
     async with SignalBus(store, receptors, retry=FAST_RETRY, clock=lambda: T0) as bus:
-        services = Services(bus=bus, layers=memory, clock=lambda: T0)
+        services = Services(bus=bus, memory=memory, clock=lambda: T0)
         transport = httpx.ASGITransport(app=build_app(services, 1024 * 1024))
         async with (
             httpx.AsyncClient(transport=transport, base_url="http://cambium") as http,

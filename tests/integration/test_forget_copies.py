@@ -36,7 +36,7 @@ from daemon.services.governance import (
     live_lines,
     to_forget,
 )
-from daemon.services.mark_text import MarkText
+from daemon.services.mark_search import MarkSearch
 from daemon.store import Store
 from receptors.consolidation import ConsolidationReceptor
 from receptors.daily_note import DailyNoteReceptor
@@ -72,7 +72,7 @@ class Memory:
     store: Store
     bus: SignalBus
     daily: DailyLog
-    mark_text: MarkText
+    mark_search: MarkSearch
     mark_id: str
 
 
@@ -84,11 +84,11 @@ def _clock() -> Clock:
 async def remembered(store: Store, root: Path) -> AsyncIterator[Memory]:
     """A day noted and consolidated into a mark (its checkpoint saved), a failed day's dead
     delivery quoting the text, a seed based on the mark; the bus still running."""
-    daily, mark_text = DailyLog(root / "daily"), MarkText()
+    daily, mark_search = DailyLog(root / "daily"), MarkSearch()
     receptors = [
         ObservationReceptor(),
         SeedReceptor(),
-        GovernanceReceptor(store, daily, mark_text),
+        GovernanceReceptor(store, daily, mark_search),
         ConsolidationReceptor(store, daily, ScriptedModel(), zone=ZoneInfo("UTC")),
         DailyNoteReceptor(daily, zone=ZoneInfo("UTC")),
     ]
@@ -108,7 +108,7 @@ async def remembered(store: Store, root: Path) -> AsyncIterator[Memory]:
         }
         await emit_and_settle(bus, make_signal("memory.seed_planted", plant))
         assert daily.read(DAY, archived=True) == [KEPT, LINE]
-        yield Memory(store, bus, daily, mark_text, mark.id)
+        yield Memory(store, bus, daily, mark_search, mark.id)
 
 
 async def forget_health(memory: Memory) -> Any:

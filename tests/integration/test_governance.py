@@ -18,7 +18,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, recall
+from daemon.services.recall import Memory, recall
 from daemon.store import Store
 from receptors.governance import GovernanceReceptor
 from receptors.observation import ObservationReceptor
@@ -31,8 +31,8 @@ def observation(subject: str, said: str) -> dict[str, Any]:
     return {"subject": subject, "observation": said, "evidence": {"note": "said so in chat"}}
 
 
-def memory_of(store: Store, root: Path) -> Layers:
-    return Layers(
+def memory_of(store: Store, root: Path) -> Memory:
+    return Memory(
         store=store,
         substrate=Substrate([]),
         daily=DailyLog(root / "daily"),

@@ -25,7 +25,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.loom.data import LoomData, SignalFilter
-from daemon.services.recall import Layers
+from daemon.services.recall import Memory
 from daemon.services.running import Services
 from daemon.store import Store
 from receptors.daily_note import DailyNoteReceptor
@@ -90,7 +90,7 @@ async def open_loom(store: Store, tmp_path: Path) -> AsyncIterator[Loom]:
     daily = DailyLog(tmp_path / "daily")
     for line in DAY_LINES:
         daily.append(DAY, line)
-    memory = Layers(
+    memory = Memory(
         store=store,
         substrate=Substrate([tmp_path / "long-term"]),
         daily=daily,
@@ -107,7 +107,7 @@ async def open_loom(store: Store, tmp_path: Path) -> AsyncIterator[Loom]:
     retry = RetryPolicy(max_attempts=1, base_delay=0.01, max_delay=0.05)
     async with SignalBus(store, receptors, retry=retry, clock=lambda: NOW) as bus:
         services = Services(
-            bus=bus, layers=memory, clock=lambda: NOW, next_fires=lambda: {"nightly": NOW}
+            bus=bus, memory=memory, clock=lambda: NOW, next_fires=lambda: {"nightly": NOW}
         )
         transport = httpx.ASGITransport(app=build_app(services, 1 << 20))
         async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:

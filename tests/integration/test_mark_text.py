@@ -12,16 +12,16 @@ from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
 from daemon.search.marks import is_free_text
-from daemon.services.mark_text import MarkText
+from daemon.services.mark_search import MarkSearch
 from daemon.store import Store
 
 
-def search(store: Store, index: MarkText, about: str, workspace: str = "w") -> list[str]:
+def search(store: Store, index: MarkSearch, about: str, workspace: str = "w") -> list[str]:
     return store.read_sync(lambda tx: index.search(tx, workspace, about))
 
 
 def test_marks_added_later_are_found_even_with_an_old_instant(store: Store) -> None:
-    index = MarkText()
+    index = MarkSearch()
     insert(store, make_mark("mk_a", "user.food", observation="likes lentil soup"))
     assert search(store, index, "lentil") == ["mk_a"]
     recent = make_mark("mk_b", "user.food.dinner", observation="lentil curry on fridays")
@@ -39,7 +39,7 @@ def test_marks_added_later_are_found_even_with_an_old_instant(store: Store) -> N
 
 def test_a_dotted_subject_path_is_not_free_text(store: Store) -> None:
     insert(store, make_mark("mk_a", "work.canteen", observation="user food menu"))
-    assert search(store, MarkText(), "user.food") == []
+    assert search(store, MarkSearch(), "user.food") == []
     assert is_free_text("user food") and is_free_text("lentil") and not is_free_text("user.food")
 
 
@@ -55,9 +55,9 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     violin = "practising violin every evening"
     insert(store, make_mark("mk_a", "user.hobbies", observation=violin))
     insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))
-    assert search(store, MarkText(), "which instrument") == []  # no word in common
+    assert search(store, MarkSearch(), "which instrument") == []  # no word in common
 
-    index = MarkText(semantic.DenseIndex(marks))
+    index = MarkSearch(semantic.DenseIndex(marks))
     assert search(store, index, "which instrument") == ["mk_a"]
     assert search(store, index, "lentil soup") == ["mk_b"]
     assert marks.cache.get_many([semantic.content_hash(violin)]) != {}
@@ -69,7 +69,7 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     # A mark forgotten while the daemon was not running: the next start deletes its
     # embedding once it has read what every mark says.
     cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row())])
-    restarted = MarkText(semantic.DenseIndex(marks))
+    restarted = MarkSearch(semantic.DenseIndex(marks))
     store.read_sync(restarted.follow)
     assert len(marks.cache) == 1  # lentil soup's
     assert search(store, restarted, "soup") == ["mk_b"]

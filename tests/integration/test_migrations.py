@@ -400,7 +400,7 @@ def test_a_0006_database_gains_a_text_index_that_finds_its_marks(db_url: str) ->
     """0008 queues every mark that has text; indexing the queue makes them all findable by
     their words and their subject's, and a forgotten one stays out. Downgrading removes
     every table and trigger it made."""
-    from daemon.services.mark_text import MarkText
+    from daemon.services.mark_search import MarkSearch
 
     upgrade(db_url, "0006")
     engine = create_engine(db_url)
@@ -435,8 +435,8 @@ def test_a_0006_database_gains_a_text_index_that_finds_its_marks(db_url: str) ->
     store.start()
     try:
         assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 2
-        assert MarkText().index(store) == 2
-        marks = MarkText()
+        assert MarkSearch().index(store) == 2
+        marks = MarkSearch()
 
         def search(about: str) -> list[str]:
             return store.read_sync(lambda tx: marks.search(tx, "default", about))

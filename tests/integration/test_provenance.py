@@ -18,7 +18,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, recall
+from daemon.services.recall import Memory, recall
 from daemon.store import Store
 from daemon.store.migrate import upgrade
 from receptors.observation import ObservationReceptor
@@ -46,7 +46,7 @@ async def test_observations_are_observed_unless_they_say_otherwise_and_recall_fi
         "user.mood": "inferred",
     }
 
-    memory = Layers(store, Substrate([]), DailyLog(tmp_path), Compost(tmp_path), "default", BERLIN)
+    memory = Memory(store, Substrate([]), DailyLog(tmp_path), Compost(tmp_path), "default", BERLIN)
 
     def recalled(**query: Any) -> list[tuple[str, str]]:
         result = recall(RecallQuery(about="user", layers=("marks",), **query), memory, T0)

@@ -19,7 +19,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, recall
+from daemon.services.recall import Memory, recall
 from daemon.store import Store
 from daemon.store.marks import marks as marks_table
 from daemon.store.marks import reinforcements as reinforcements_table
@@ -101,8 +101,8 @@ def store_history(
     return mark
 
 
-def layers(store: Store, root: Path, workspace: str = "w") -> Layers:
-    return Layers(
+def layers(store: Store, root: Path, workspace: str = "w") -> Memory:
+    return Memory(
         store=store,
         substrate=Substrate([]),
         daily=DailyLog(root / "daily"),

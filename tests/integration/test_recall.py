@@ -15,14 +15,14 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, recall
+from daemon.services.recall import Memory, recall
 from daemon.store import Store
 
 T0 = datetime(2026, 4, 11, tzinfo=UTC)
 
 
 @pytest.fixture
-def memory(store: Store, tmp_path: Path) -> Layers:
+def memory(store: Store, tmp_path: Path) -> Memory:
     (tmp_path / "long-term").mkdir()
     (tmp_path / "long-term" / "lessons.md").write_text(
         "# Lessons\n\nArnold knows how to cook vegetables properly.\n"
@@ -32,7 +32,7 @@ def memory(store: Store, tmp_path: Path) -> Layers:
     (tmp_path / "daily" / "2026-04-11.md").write_text(
         "Morning pages.\nArnold recommended 20 min at 180C.\nDeep work.\n"
     )
-    return Layers(
+    return Memory(
         store=store,
         substrate=Substrate([tmp_path / "long-term"]),
         daily=DailyLog(tmp_path / "daily"),
@@ -42,12 +42,12 @@ def memory(store: Store, tmp_path: Path) -> Layers:
     )
 
 
-def add(memory: Layers, mark_id: str, subject: str, **overrides: Any) -> None:
+def add(memory: Memory, mark_id: str, subject: str, **overrides: Any) -> None:
     mark = make_mark(mark_id, subject, **overrides)
     memory.store.write_sync(lambda tx: tx.marks.insert([mark]))
 
 
-def vegetables(memory: Layers, mark_id: str = "m1", **overrides: Any) -> None:
+def vegetables(memory: Memory, mark_id: str = "m1", **overrides: Any) -> None:
     add(
         memory,
         mark_id,
@@ -59,7 +59,7 @@ def vegetables(memory: Layers, mark_id: str = "m1", **overrides: Any) -> None:
     )
 
 
-def test_a_mark_brings_its_substrate_file_and_its_daily_line(memory: Layers) -> None:
+def test_a_mark_brings_its_substrate_file_and_its_daily_line(memory: Memory) -> None:
     vegetables(memory)
     result = recall(RecallQuery(about="user.food"), memory, T0 + timedelta(hours=10))
     assert [m.mark.id for m in result.marks] == ["m1"]
@@ -73,7 +73,7 @@ def test_a_mark_brings_its_substrate_file_and_its_daily_line(memory: Layers) -> 
     assert result.compost == []
 
 
-def test_the_json_is_exactly_the_documented_shape(memory: Layers) -> None:
+def test_the_json_is_exactly_the_documented_shape(memory: Memory) -> None:
     vegetables(memory)
     out = recall(RecallQuery(about="user.food"), memory, T0).to_json()
     assert list(out) == ["substrate", "marks", "daily", "compost", "summary"]
@@ -92,21 +92,21 @@ def test_the_json_is_exactly_the_documented_shape(memory: Layers) -> None:
     }
 
 
-def test_layers_filter(memory: Layers) -> None:
+def test_layers_filter(memory: Memory) -> None:
     vegetables(memory)
     result = recall(RecallQuery(about="user.food", layers=("marks",)), memory, T0)
     assert len(result.marks) == 1
     assert result.substrate == result.daily == result.compost == []
 
 
-def test_min_strength_drops_a_faded_mark(memory: Layers) -> None:
+def test_min_strength_drops_a_faded_mark(memory: Memory) -> None:
     vegetables(memory, "old", first_observed_at=T0 - timedelta(days=21))
     assert recall(RecallQuery(about="user.food", min_strength=0.2), memory, T0).marks == []
     kept = recall(RecallQuery(about="user.food", min_strength=0.1), memory, T0).marks
     assert [m.mark.id for m in kept] == ["old"]
 
 
-def test_marks_sorted_strongest_then_most_recent(memory: Layers) -> None:
+def test_marks_sorted_strongest_then_most_recent(memory: Memory) -> None:
     add(memory, "week-old", "user.food.a", first_observed_at=T0 - timedelta(days=7))
     add(memory, "fresh", "user.food.b")
     add(memory, "fresh-later", "user.food.c", last_reinforced_at=T0 + timedelta(hours=1))
@@ -117,7 +117,7 @@ def test_marks_sorted_strongest_then_most_recent(memory: Layers) -> None:
     assert ids == ["fresh-later", "fresh", "week-old"]
 
 
-def test_limit_and_segment_prefix(memory: Layers) -> None:
+def test_limit_and_segment_prefix(memory: Memory) -> None:
     for n in range(5):
         add(memory, f"m{n}", f"user.sleep.n{n}")
     add(memory, "over", "user.sleepover")
@@ -125,7 +125,7 @@ def test_limit_and_segment_prefix(memory: Layers) -> None:
     assert len(ids) == 3 and "over" not in ids
 
 
-def test_withered_only_when_asked(memory: Layers) -> None:
+def test_withered_only_when_asked(memory: Memory) -> None:
     add(memory, "faded", "user.x", state="withered")
     add(memory, "kept", "user.y", state="promoted")
     assert [m.mark.id for m in recall(RecallQuery(about="user"), memory, T0).marks] == ["kept"]
@@ -133,7 +133,7 @@ def test_withered_only_when_asked(memory: Layers) -> None:
     assert sorted(m.mark.id for m in both) == ["faded", "kept"]
 
 
-def test_horizon_limits_marks_by_last_reinforcement(memory: Layers) -> None:
+def test_horizon_limits_marks_by_last_reinforcement(memory: Memory) -> None:
     add(memory, "recent", "user.a", half_life_days=0.0)
     add(memory, "older", "user.b", half_life_days=0.0, last_reinforced_at=T0 - timedelta(days=10))
     now = T0 + timedelta(hours=1)
@@ -148,7 +148,7 @@ def test_horizon_limits_marks_by_last_reinforcement(memory: Layers) -> None:
     assert ids == {"recent", "older"}
 
 
-def test_archived_days_count_only_within_the_horizon(memory: Layers) -> None:
+def test_archived_days_count_only_within_the_horizon(memory: Memory) -> None:
     memory.daily.append(datetime(2026, 3, 1).date(), "Kayaking in the cold.")
     memory.daily.archive(datetime(2026, 3, 1).date())
     memory.daily.append(datetime(2026, 4, 10).date(), "Kayaking again.")
@@ -159,7 +159,7 @@ def test_archived_days_count_only_within_the_horizon(memory: Layers) -> None:
     assert sorted(d.date for d in recall(wide, memory, T0).daily) == ["2026-03-01", "2026-04-10"]
 
 
-def test_the_horizon_filters_live_daily_files_too(memory: Layers) -> None:
+def test_the_horizon_filters_live_daily_files_too(memory: Memory) -> None:
     """Issue 11, finding 14: an old day never consolidated stayed in every answer."""
     memory.daily.append(datetime(2026, 3, 1).date(), "Canoeing, a day never consolidated.")
     memory.daily.append(datetime(2026, 4, 10).date(), "Canoeing again.")
@@ -169,7 +169,7 @@ def test_the_horizon_filters_live_daily_files_too(memory: Layers) -> None:
     assert sorted(d.date for d in recall(wide, memory, T0).daily) == ["2026-03-01", "2026-04-10"]
 
 
-def test_free_text_finds_substrate_and_daily_by_words(memory: Layers) -> None:
+def test_free_text_finds_substrate_and_daily_by_words(memory: Memory) -> None:
     result = recall(RecallQuery(about="cooking vegetables"), memory, T0)
     assert result.substrate[0].file.endswith("lessons.md")
     assert result.substrate[0].reason.startswith("matched tokens:")
@@ -200,7 +200,7 @@ def test_asking_for_withered_marks_without_a_minimum_means_any_strength() -> Non
     assert RecallQuery.model_validate(explicit).min_strength == 0.3
 
 
-def test_free_words_find_a_mark_by_its_subjects_segments(memory: Layers) -> None:
+def test_free_words_find_a_mark_by_its_subjects_segments(memory: Memory) -> None:
     """Issue 25, finding 4: names usually live in the subject."""
     add(memory, "m1", "people.arnold.plans", observation="moving to Lisbon in May")
     query = RecallQuery(about="arnold", layers=("marks",))

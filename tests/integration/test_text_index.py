@@ -13,7 +13,7 @@ from daemon.core.text_rows import DAILY, MARKS, Group
 from daemon.files.daily import DailyLog
 from daemon.search.index import TextIndex, row_of
 from daemon.search.memory_index import MemoryTextIndex
-from daemon.services.mark_text import MarkText
+from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, StoreTextIndex
 from daemon.store.migrate import upgrade
 
@@ -54,7 +54,7 @@ def test_rows_are_written_found_counted_moved_and_dropped(store: Store) -> None:
 def test_a_mark_is_found_by_its_subjects_words_and_its_text(store: Store) -> None:
     """Issue 25, finding 4: ``recall arnold`` finds ``people.arnold.plans``."""
     insert(store, make_mark("mk_a", "people.arnold.plans", observation="moving to Lisbon"))
-    marks = MarkText()
+    marks = MarkSearch()
 
     def search(about: str) -> list[str]:
         return store.read_sync(lambda tx: marks.search(tx, "w", about))
@@ -68,7 +68,7 @@ def test_a_mark_is_found_by_its_subjects_words_and_its_text(store: Store) -> Non
 
 def test_forget_reaches_the_index_in_the_same_transaction(store: Store) -> None:
     insert(store, make_mark("mk_a", "user.health", observation="dentist on tuesday"))
-    marks = MarkText()
+    marks = MarkSearch()
     marks.index(store)
     store.write_sync(lambda tx: tx.marks.erase(["mk_a"], "asked", T0))
     found = store.read_sync(lambda tx: tx.text_index.candidates(MARKS, ["dentist"], 10))
@@ -88,7 +88,7 @@ def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
         secret = "xylophonistic quizzicality"
         insert(store, make_mark("mk_a", "user.secret", observation=secret))
         insert(store, make_mark("mk_b", "user.other", observation="ordinary words here"))
-        MarkText().index(store)
+        MarkSearch().index(store)
         files = [tmp_path / "cambium.db", tmp_path / "cambium.db-wal"]
         stems = [b"xylophonist", b"quizzic"]
         assert any(stem in path.read_bytes() for path in files for stem in stems)

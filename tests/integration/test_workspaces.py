@@ -17,7 +17,7 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Layers, recall
+from daemon.services.recall import Memory, recall
 from daemon.store import Store
 from receptors.consolidation import wither_sweep
 from receptors.observation import ObservationReceptor
@@ -36,8 +36,8 @@ def in_workspace(workspace: str, signal_type: str, payload: dict[str, Any], **fi
     return make_signal(signal_type, payload, workspace_id=workspace, **fields)
 
 
-def layers(store: Store, root: Path, workspace: str) -> Layers:
-    return Layers(
+def layers(store: Store, root: Path, workspace: str) -> Memory:
+    return Memory(
         store=store,
         substrate=Substrate([]),
         daily=DailyLog(root / "daily"),

@@ -5,7 +5,7 @@ path is matched by prefix only), through the store's text index
 The table keeps the index honest by itself: triggers on ``memory_marks`` queue every mark
 inserted or whose text changed (``text_pending``) and delete the rows of a changed or
 deleted mark in the same transaction, so ``memory.forget`` leaves no row to find.
-:meth:`MarkText.index` turns queued marks into rows (stemmed here, where the terms are
+:meth:`MarkSearch.index` turns queued marks into rows (stemmed here, where the terms are
 made), a chunk per transaction: resumable, and O(new marks). A search also ranks what is
 still queued, in memory, so a mark is found from the moment it is stored, whoever asks
 (the daemon, or a CLI reading the store while the daemon is down).
@@ -39,7 +39,7 @@ SLACK = timedelta(minutes=10)
 CHUNK = 500
 
 
-class MarkText:
+class MarkSearch:
     """The marks' side of the text index, for every workspace (a search names its
     workspace). Thread-safe: recall runs in worker threads."""
 
