@@ -28,7 +28,7 @@ from bench.report import Figure, Part, at_most, main_for
 from daemon.client import Client
 from daemon.testing import CAMBIUM, DaemonHome
 
-ROUNDS = 3
+ROUNDS = 9
 HEALTH_REQUESTS = 2000
 _INITIALIZE = {
     "jsonrpc": "2.0",
