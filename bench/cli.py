@@ -115,9 +115,9 @@ def run() -> Part:
         cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(ROUNDS):
             for name, command in commands.items():
-                wall, cpu = _timed(command)
-                walls[name].append(wall)
-                cpus[name].append(cpu)
+                seconds, cpu_seconds = _timed(command)
+                walls[name].append(seconds)
+                cpus[name].append(cpu_seconds)
         health = _health_cpu_ms(home)
     wall = {name: statistics.median(values) * 1000 for name, values in walls.items()}
     cpu = {name: statistics.median(values) * 1000 for name, values in cpus.items()}
