@@ -97,7 +97,10 @@ def as_json(home: DaemonHome, *args: str) -> Any:
 
 def commands(group: click.Group, path: str = "") -> list[tuple[str, click.Command]]:
     found: list[tuple[str, click.Command]] = []
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):  # the lazy group loads each one as it is asked
+        command = group.get_command(context, name)
+        assert command is not None, name
         found.append((f"{path} {name}".strip(), command))
         if isinstance(command, click.Group):
             found += commands(command, f"{path} {name}")
