@@ -21,19 +21,19 @@ def no_default_context(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_socket_client_builds_no_tls_context(tmp_path: Path) -> None:
-    with Client(tmp_path / "cambium.sock"):
-        pass
+    with Client(tmp_path / "cambium.sock") as client:
+        assert client.where == str(tmp_path / "cambium.sock")
 
 
 def test_a_loopback_http_client_builds_no_tls_context() -> None:
-    with Client(url="http://127.0.0.1:8765", token="t" * 32):
-        pass
+    with Client(url="http://127.0.0.1:8765", token="t" * 32) as client:
+        assert client.where == "http://127.0.0.1:8765"
 
 
 @pytest.mark.asyncio
 async def test_an_async_socket_client_builds_no_tls_context(tmp_path: Path) -> None:
-    async with AsyncClient(tmp_path / "cambium.sock"):
-        pass
+    async with AsyncClient(tmp_path / "cambium.sock") as client:
+        assert client.where == str(tmp_path / "cambium.sock")
 
 
 def test_https_to_loopback_still_verifies() -> None:
