@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 
-from bench import bus, daemon, extraction, locomo, recall_scale, watcher
+from bench import bus, cli, daemon, extraction, locomo, recall_scale, watcher
 from bench.report import Figure, Part, machine, publish, write_json
 
 
@@ -56,6 +56,7 @@ PARTS: list[Callable[[], Part]] = [
     recall_scale.run,
     watcher.run,
     daemon.run,
+    cli.run,
     locomo_part,
     extraction.run,
 ]

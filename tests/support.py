@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import click
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.core.signal import Signal
@@ -37,3 +38,17 @@ def last_error(store: Store, signal_id: str) -> str | None:
     found = store.read_sync(lambda tx: tx.signals.get(signal_id))
     assert found is not None
     return found.deliveries[0].last_error
+
+
+def commands(group: click.Group, path: str = "") -> list[tuple[str, click.Command]]:
+    """Every command under ``group`` with its full name ("memory seeds accept"), groups
+    included; a lazy group loads each one as it is asked for."""
+    found: list[tuple[str, click.Command]] = []
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None, name
+        found.append((f"{path} {name}".strip(), command))
+        if isinstance(command, click.Group):
+            found += commands(command, f"{path} {name}")
+    return found

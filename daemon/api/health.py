@@ -27,7 +27,10 @@ def _status(services: Running) -> str:
 async def health(services: Running) -> dict[str, Any]:
     bus = services.bus
     counts = await bus.store.read(lambda tx: tx.signals.open_counts())
-    files = await anyio.to_thread.run_sync(services.memory.substrate.files)
+    substrate = services.memory.substrate
+    files = substrate.listed()
+    if files is None:  # changed since the last listing (the watcher said so): list it again
+        files = await anyio.to_thread.run_sync(substrate.files)
     return {
         "status": _status(services),
         "problem": bus.store.write_failure,

@@ -49,9 +49,9 @@ class AsyncClient(BaseClient):
         super().__init__(
             socket, url, token, config, source_id, answer_seconds, transport is not None
         )
-        uds = self._settings.pop("uds", None)
         self._http = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(uds=uds), **self._settings
+            transport=transport or httpx.AsyncHTTPTransport(**self._transport_settings),
+            **self._settings,
         )
 
     async def __aenter__(self) -> Self:

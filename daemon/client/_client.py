@@ -50,9 +50,9 @@ class Client(BaseClient):
         super().__init__(
             socket, url, token, config, source_id, answer_seconds, transport is not None
         )
-        uds = self._settings.pop("uds", None)
         self._http = httpx.Client(
-            transport=transport or httpx.HTTPTransport(uds=uds), **self._settings
+            transport=transport or httpx.HTTPTransport(**self._transport_settings),
+            **self._settings,
         )
 
     def __enter__(self) -> Self:

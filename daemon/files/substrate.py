@@ -98,6 +98,12 @@ class Substrate:
         with self._lock:
             return list(self._load())
 
+    def listed(self) -> list[Path] | None:
+        """The files as last listed, touching no file and taking no lock (health asks on
+        every call); None when a change since asks for a new listing (:meth:`files`)."""
+        files = self._files  # replaced whole, never changed in place: safe to read unlocked
+        return None if files is None else list(files)
+
     def read(self, path: Path) -> str:
         """The contents of one substrate file; any other path is refused."""
         with self._lock:

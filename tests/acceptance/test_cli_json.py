@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 import pytest
+from support import commands
 
 from daemon.cli.main import cli
 from daemon.testing import DaemonHome, running
@@ -18,15 +19,12 @@ from daemon.testing import DaemonHome, running
 NO_RESULT = {"run", "loom", "mcp", "completion", "db upgrade"}
 
 
-def runnable(group: click.Group, path: str = "") -> list[tuple[str, click.Command]]:
-    found: list[tuple[str, click.Command]] = []
-    for name, command in group.commands.items():
-        full = f"{path} {name}".strip()
-        if not isinstance(command, click.Group) or command.invoke_without_command:
-            found.append((full, command))
-        if isinstance(command, click.Group):
-            found += runnable(command, full)
-    return found
+def runnable(group: click.Group) -> list[tuple[str, click.Command]]:
+    return [
+        (name, command)
+        for name, command in commands(group)
+        if not isinstance(command, click.Group) or command.invoke_without_command
+    ]
 
 
 def test_every_command_that_prints_a_result_takes_json() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from support import commands
 
 from daemon.cli.main import cli
 from daemon.config import CONFIG_ENV
@@ -48,15 +49,6 @@ def fails(home: DaemonHome, code: int, *args: str) -> str:
 
 def as_json(home: DaemonHome, *args: str) -> Any:
     return json.loads(ok(home, *args, "--json"))
-
-
-def commands(group: click.Group, path: str = "") -> list[tuple[str, click.Command]]:
-    found: list[tuple[str, click.Command]] = []
-    for name, command in group.commands.items():
-        found.append((f"{path} {name}".strip(), command))
-        if isinstance(command, click.Group):
-            found += commands(command, f"{path} {name}")
-    return found
 
 
 def test_every_command_takes_config_and_its_help_has_an_example() -> None:

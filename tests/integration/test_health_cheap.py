@@ -1,0 +1,96 @@
+"""``/v1/health`` is asked often (status, Loom, supervisors): it serves the substrate's
+cached listing and touches no file per call; the watcher's invalidation asks for a new one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support import FAST_RETRY, T0
+
+from daemon.bus import SignalBus
+from daemon.composition import build_app, build_receptors
+from daemon.config import parse_config
+from daemon.files.substrate import Substrate
+from daemon.services.recall import Memory
+from daemon.services.running import Services
+from daemon.store import Store
+
+
+@asynccontextmanager
+async def serving(
+    store: Store, root: Path, notes: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, Memory]]:
+    paths = {"daily": str(root / "daily"), "compost": str(root / "c"), "substrate": [str(notes)]}
+    config = parse_config({"workspace": "home", "paths": paths})
+    layers = Memory.from_config(config, store)
+    receptors = build_receptors(config, store, layers.daily)
+    async with SignalBus(store, receptors, workspace="home", retry=FAST_RETRY) as bus:
+        app: Any = build_app(Services(bus=bus, memory=layers, clock=lambda: T0), 1 << 20)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as api:
+            yield api, layers
+
+
+def notes_with(root: Path, *names: str) -> Path:
+    notes = root / "notes"
+    notes.mkdir(exist_ok=True)
+    for name in names:
+        (notes / name).write_text(f"# {name}\n")
+    return notes
+
+
+async def watched(api: httpx.AsyncClient) -> list[str]:
+    files: list[str] = (await api.get("/v1/health")).json()["substrate"]["watched_files"]
+    return files
+
+
+@pytest.mark.asyncio
+async def test_health_lists_no_directory_and_stats_no_file_per_call(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = notes_with(tmp_path, "a.md", "b.md")
+    touched: list[str] = []
+    real_files, real_scandir, real_stat = Substrate.files, os.scandir, os.stat
+
+    def files(self: Substrate) -> list[Path]:
+        touched.append("Substrate.files")
+        return real_files(self)
+
+    def scandir(*args: Any, **kwargs: Any) -> Any:
+        touched.append(f"scandir {args}")
+        return real_scandir(*args, **kwargs)
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path).startswith(str(notes)):
+            touched.append(f"stat {path}")
+        return real_stat(path, *args, **kwargs)
+
+    async with serving(store, tmp_path, notes) as (api, _):
+        first = await watched(api)
+        monkeypatch.setattr(Substrate, "files", files)
+        monkeypatch.setattr(os, "scandir", scandir)
+        monkeypatch.setattr(os, "stat", stat)
+        later = [await watched(api) for _ in range(3)]
+    assert touched == []
+    assert first == [str(notes / "a.md"), str(notes / "b.md")]
+    assert later == [first] * 3
+
+
+@pytest.mark.asyncio
+async def test_health_lists_again_once_the_watcher_says_the_substrate_changed(
+    store: Store, tmp_path: Path
+) -> None:
+    notes = notes_with(tmp_path, "a.md")
+    async with serving(store, tmp_path, notes) as (api, layers):
+        before = await watched(api)
+        notes_with(tmp_path, "b.md")
+        layers.substrate.invalidate()  # what the watcher does on the change
+        after = await watched(api)
+    assert before == [str(notes / "a.md")]
+    assert after == [str(notes / "a.md"), str(notes / "b.md")]
