@@ -48,6 +48,7 @@ from bench.report import RESULTS, Figure, Part
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.config import Config, RecallConfig, load_config, parse_config
 from daemon.core.days import parse_day
+from daemon.core.records import CURRENT_MARK_STATES
 from daemon.core.signal import Signal
 from daemon.files.daily import DailyLog
 from daemon.search.text import terms
@@ -200,7 +201,9 @@ async def consolidate(
                 costs.append(
                     await _one_day(bus, store, extractor, parse_day(path.stem).isoformat())
                 )
-        marks = store.read_sync(lambda tx: tx.marks.find("default", "", ("active",)))
+        # Every live mark counts, withered too: LoCoMo's days are years old, and a mark is as
+        # old as its evidence, so most have faded by the time they are made.
+        marks = store.read_sync(lambda tx: tx.marks.find("default", "", CURRENT_MARK_STATES))
     finally:
         store.close()
     found = [

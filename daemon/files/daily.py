@@ -418,17 +418,21 @@ class DailyLog:
         """The bytes of the day's ``state`` file that the index holds, and the number of
         the line before them."""
         folder = self.directory if state == LIVE else self.archive_directory
-        with open_folder(folder, create=False) as opened:
-            data = None
-            if opened is not None:
-                data = opened.read(staging_name(day) if state == CLAIMED else file_name(day))
-            if opened is None or data is None:
-                raise FileNotFoundError(state, day.isoformat())
-            if state == ARCHIVED:
-                return archived_bytes(opened, day, data), 0
-            if state == CLAIMED:
-                return data, len(self._archived(opened, day))
-            return data, 0
+        try:
+            with open_folder(folder, create=False) as opened:
+                data = None
+                if opened is not None:
+                    data = opened.read(staging_name(day) if state == CLAIMED else file_name(day))
+                if opened is None or data is None:
+                    raise FileNotFoundError(state, day.isoformat())
+                if state == ARCHIVED:
+                    return archived_bytes(opened, day, data), 0
+                if state == CLAIMED:
+                    return data, len(self._archived(opened, day))
+                return data, 0
+        except RefusedFile as exc:  # a planted symlink or FIFO: skipped, never a failed recall
+            self._warn_once(exc)
+            raise FileNotFoundError(state, day.isoformat()) from exc
 
     def _claims(self) -> Iterator[tuple[date, os.DirEntry[str]]]:
         """The claims not yet merged, by day."""

@@ -61,6 +61,18 @@ def _store_failed(exc: Exception) -> bool:
     )
 
 
+# A transaction PostgreSQL rolled back to break a deadlock (40P01) or a serialisation
+# conflict (40001) is run again this many times before its caller hears of it.
+MAX_CONFLICT_RETRIES = 3
+
+
+def _conflicted(exc: BaseException) -> bool:
+    return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in {
+        "40P01",
+        "40001",
+    }
+
+
 class _Work:
     __slots__ = ("batch_function", "durable", "future", "item")
 
@@ -191,6 +203,7 @@ class Writer:
         connection: Connection,
         batch: list[_Work],
         answers: list[tuple[_Work, Any, BaseException | None]],
+        conflicts: int = 0,
     ) -> None:
         self.batches += 1
         self.jobs += len(batch)
@@ -214,6 +227,11 @@ class Writer:
             if connection.in_transaction():
                 connection.rollback()
             if len(batch) == 1:
+                if _conflicted(exc) and conflicts < MAX_CONFLICT_RETRIES:
+                    # PostgreSQL chose this transaction as a deadlock's (or a serialisation
+                    # conflict's) victim and rolled it back whole: running it again is safe.
+                    self._commit_into(connection, batch, answers, conflicts + 1)
+                    return
                 if _store_failed(exc):
                     self.failure = exc
                 answers.append((batch[0], None, exc))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from chat_server import ChatServer, chat_server, facts
@@ -27,7 +29,9 @@ LINE = f"dentist with Dr {SECRET} on Friday at 3pm, root canal"
 INFERRED = f"Has a root canal with Dr {SECRET} on Friday at 3pm"
 OBSERVED = f"Dr {SECRET}'s practice is on Elm Street"
 KEPT = "lunch with Bea by the river"
-DAY = "2026-04-10"
+# Yesterday in the daemon's zone: a mark is as old as its evidence, and recall leaves out
+# what has withered, so the day noted must be recent.
+DAY = (datetime.now(ZoneInfo("Europe/Berlin")).date() - timedelta(days=1)).isoformat()
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from chat_server import ChatServer, chat_server, facts
@@ -15,6 +17,9 @@ from chat_server import ChatServer, chat_server, facts
 from daemon.testing import DaemonHome, running
 
 KEY = "test-key-0123456789abcdef"
+# Yesterday in the daemon's zone: a mark is as old as its evidence, and recall leaves out
+# what has withered, so the day noted must be recent.
+DAY = (datetime.now(ZoneInfo("Europe/Berlin")).date() - timedelta(days=1)).isoformat()
 
 
 @pytest.fixture
@@ -45,14 +50,14 @@ def test_a_note_becomes_an_inferred_mark_and_recall_summarises_it_citing_the_mar
     server.say(facts(("people.arnold.home", "Arnold is moving to Lisbon in May.", 1, 1)))
     with running(home):
         note = "Lunch with Arnold, he's moving to Lisbon in May. wifi password: hunter22"
-        assert home.cli("memory", "note", note, "--date", "2026-04-11").returncode == 0
-        consolidated = home.cli("memory", "consolidate", "--date", "2026-04-11")
+        assert home.cli("memory", "note", note, "--date", DAY).returncode == 0
+        consolidated = home.cli("memory", "consolidate", "--date", DAY)
         assert consolidated.returncode == 0, consolidated.stderr + home.log_text()
 
         recalled = home.get("/v1/recall", about="people.arnold", layers="marks").json()
         (mark,) = recalled["marks"]
         assert mark["provenance"] == "inferred"
-        assert mark["evidence"]["daily_file"] == "2026-04-11.md"
+        assert mark["evidence"]["daily_file"] == f"{DAY}.md"
         assert recalled["summary"] is None, "no summary unless asked"
 
         server.say(json.dumps({"answer": f"Arnold is moving to Lisbon in May [{mark['id']}]."}))
