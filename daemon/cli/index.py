@@ -62,8 +62,9 @@ def check(as_json: bool, config_path: Path | None) -> None:
 
 
 @index.command()
+@json_option
 @config_option
-def rebuild(config_path: Path | None) -> None:
+def rebuild(as_json: bool, config_path: Path | None) -> None:
     """Build what the index lacks and re-read what is stale, printing progress.
 
     Safe to interrupt and run again: what was written stays, and only the rest is done.
@@ -71,6 +72,7 @@ def rebuild(config_path: Path | None) -> None:
     \b
     Example:
       cambium index rebuild
+      cambium index rebuild --json
     """
     from daemon.cli.common import reading_store
 
@@ -87,6 +89,9 @@ def rebuild(config_path: Path | None) -> None:
         report = _status(config, store)
     if not report.current:
         raise Failure("the index is still not up to date (was it changed meanwhile?)")
+    if as_json:
+        print_json({"current": True, "marks_queued": queued, "marks_indexed": done})
+        return
     click.echo("the index is up to date")
 
 

@@ -29,4 +29,5 @@ def working(description: str) -> Iterator[None]:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         progress.add_task(description, total=None)
+        progress.refresh()  # drawn at once, not at the first tick: a short job is seen too
         yield

@@ -77,10 +77,10 @@ def test_export_and_import_show_progress_on_a_terminal_only(tmp_path: Path) -> N
 
     code, output = on_a_pty([CAMBIUM, "export", str(archive)], home.env())
     assert code == 0, output
-    assert f"exporting to {archive}" in output
+    assert "\rexporting to " in output  # the path may be cut to the terminal width
     code, output = on_a_pty([CAMBIUM, "import", str(archive)], home.env())
     assert code == 0, output
-    assert f"importing {archive}" in output
+    assert "\rimporting " in output
 
     piped = home.cli("export", str(archive), "--force", "--json")
     assert piped.returncode == 0 and "exporting" not in piped.stderr + piped.stdout
