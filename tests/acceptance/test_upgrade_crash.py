@@ -2,20 +2,23 @@
 
 A store at revision 0004 with many real rows (signals and their per-receptor deliveries, as
 wave 1 wrote them) is upgraded by the real ``cambium db upgrade`` in a subprocess, which is
-SIGKILLed at several points: after delays spread over the time a whole upgrade takes, and
-right after each revision's progress line (inside that revision's transaction, just before
-its commit). After each kill, ``cambium db upgrade`` must succeed and the store must hold
-exactly what an upgrade that was never interrupted gives. On SQLite and on PostgreSQL.
+SIGKILLed at several points: after delays spread over the time a whole upgrade takes, inside
+0005's transaction (its work done, its progress line being written, the commit not yet
+made), and between 0005 and 0006 (0005 committed, 0006's progress line being written). After each
+kill, ``cambium db upgrade`` must succeed and the store must hold exactly what an upgrade
+that was never interrupted gives. On SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -29,6 +32,8 @@ from daemon.testing import CAMBIUM
 SIGNALS = 20_000
 FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
 T0 = datetime(2026, 11, 30, 12, 0)  # naive: wave 1 stored UTC without an offset
+# "revision 0005 applied in 1.9 s\n" is 31 bytes: room for one such line, not for two.
+ROOM_PER_LINE = 40
 
 
 def build_wave_one_store(url: str) -> None:
@@ -124,13 +129,13 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callab
         admin.dispose()
 
 
-def start_upgrade(url: str, tmp_path: Path) -> subprocess.Popen[str]:
+def start_upgrade(url: str, tmp_path: Path, stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
     config = tmp_path / f"{uuid.uuid4().hex[:8]}.toml"
     config.write_text(f'[store]\nurl = "{url}"\n')
     return subprocess.Popen(
         [CAMBIUM, "db", "upgrade", "--config", str(config)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
     )
 
@@ -152,20 +157,49 @@ def kill_after(seconds: float, url: str, tmp_path: Path) -> None:
     upgrading.stderr.close()
 
 
-def kill_at_progress(line: str, url: str, tmp_path: Path) -> None:
-    """SIGKILL the upgrade as soon as it reports ``line`` (the revision is applied, its
-    transaction not yet committed)."""
-    upgrading = start_upgrade(url, tmp_path)
-    assert upgrading.stderr is not None
-    seen = []
-    for said in upgrading.stderr:
-        seen.append(said.strip())
-        if said.startswith(line):
-            os.kill(upgrading.pid, signal.SIGKILL)
-            break
-    upgrading.wait()
-    upgrading.stderr.close()
-    assert any(s.startswith(line) for s in seen), f"no progress line {line!r}: {seen}"
+def blocked_writing_stderr(pid: int) -> bool:
+    """Whether the process sits in write(2, …): its stderr pipe is full."""
+    return Path(f"/proc/{pid}/syscall").read_text().startswith("1 0x2 ")
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.001)
+
+
+@contextmanager
+def held_at_progress(url: str, tmp_path: Path, lines: int) -> Iterator[int]:
+    """An upgrade whose stderr pipe has room for its first ``lines`` progress lines and no
+    more: the next one, written inside its revision's transaction before the commit, blocks
+    the upgrade there. Yields the child's pid once it is blocked: a kill lands at that
+    point by construction, not by luck of timing. (A pipe's last page takes a write that
+    fits in it; a write that does not waits for a free page, and none is free.)"""
+    read_end, write_end = os.pipe()
+    capacity = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+    assert os.write(write_end, b"." * (capacity - lines * ROOM_PER_LINE)) > 0
+    upgrading = start_upgrade(url, tmp_path, stderr=write_end)
+    os.close(write_end)
+    try:
+        wait_until(lambda: blocked_writing_stderr(upgrading.pid), "blocked on its progress")
+        yield upgrading.pid
+    finally:
+        upgrading.kill()
+        upgrading.wait()
+        os.close(read_end)
+
+
+def kill_inside_revision(url: str, tmp_path: Path) -> None:
+    """SIGKILL the upgrade inside 0005's transaction, its work done, before its commit."""
+    with held_at_progress(url, tmp_path, lines=0) as pid:
+        os.kill(pid, signal.SIGKILL)
+
+
+def kill_between_revisions(url: str, tmp_path: Path) -> None:
+    """SIGKILL the upgrade once 0005 committed, inside 0006's transaction."""
+    with held_at_progress(url, tmp_path, lines=1) as pid:
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_an_upgrade_killed_at_any_point_resumes_to_head_with_every_row(
@@ -186,8 +220,8 @@ def test_an_upgrade_killed_at_any_point_resumes_to_head_with_every_row(
         lambda url, f=f: kill_after(start_up + f * max(whole - start_up, 0.1), url, tmp_path)
         for f in FRACTIONS
     ] + [
-        lambda url, r=r: kill_at_progress(f"revision {r} applied", url, tmp_path)
-        for r in ("0005", "0006")
+        lambda url: kill_inside_revision(url, tmp_path),
+        lambda url: kill_between_revisions(url, tmp_path),
     ]
     left_at = []
     for kill in kills:
@@ -198,5 +232,6 @@ def test_an_upgrade_killed_at_any_point_resumes_to_head_with_every_row(
         finish_upgrade(url, tmp_path)
         assert current_revision(url) == head_revision()
         assert contents(url) == expected
-    # The kills landed inside the upgrade, not only before or after it.
-    assert "0004" in left_at and "0005" in left_at, left_at
+    # The kills landed inside the upgrade, not only before or after it: one inside
+    # 0005's transaction (its work done, not committed) and one between revisions.
+    assert left_at[-2:] == ["0004", "0005"], left_at
