@@ -113,8 +113,9 @@ def login_name() -> str:
     return getpass.getuser()
 
 
-def day_option(help_text: str) -> Callable[[F], F]:
-    """``--date YYYY-MM-DD``, checked to be a real calendar date (exit 2 otherwise)."""
+def day_option(help_text: str, flag: str = "--date", name: str = "day") -> Callable[[F], F]:
+    """``--date YYYY-MM-DD`` (or ``flag``), checked to be a real calendar date (exit 2
+    otherwise)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
         from daemon.core.days import InvalidDay, parse_day
@@ -126,7 +127,7 @@ def day_option(help_text: str) -> Callable[[F], F]:
         except InvalidDay as exc:
             raise click.BadParameter(str(exc)) from None
 
-    return click.option("--date", "day", metavar="YYYY-MM-DD", callback=check, help=help_text)
+    return click.option(flag, name, metavar="YYYY-MM-DD", callback=check, help=help_text)
 
 
 def warnings_to_stderr() -> None:
