@@ -27,7 +27,7 @@ def unit(*values: float) -> np.ndarray:
 
 def entry(
     vf: ModuleType, id_: int, vector: np.ndarray, kind: int = 1, key: int = 10, part: int = 1
-):  # type: ignore[no-untyped-def]
+) -> object:
     values, scale = vf.quantize(vector)
     return vf.Entry(id_, kind, key, part, values.tobytes(), scale)
 
