@@ -47,11 +47,14 @@ class SemanticRecall:
         return self.worker
 
     def coverage(self) -> Coverage:
-        """How much is embedded: the worker's count, or (a process without one) the store's."""
+        """How much is embedded: the worker's count, or (a process without one: the CLI)
+        the stored vectors of the daily lines and marks, of all of them and of the
+        substrate's lines (which only the daemon embeds)."""
         if self.worker is not None:
             return self.worker.coverage()
-        total = self.vectors.store.read_sync(lambda tx: tx.dense.documents())
-        return Coverage(min(self.vectors.embedded, total), total)
+        stored = self.vectors.store.read_sync(lambda tx: tx.dense.documents())
+        total = stored + len(self.substrate) + self.substrate.pending
+        return Coverage(min(self.vectors.embedded, stored), total)
 
 
 def load_semantic_recall(config: RecallConfig, store: Store, *, daemon: bool) -> SemanticRecall:
