@@ -107,13 +107,13 @@ def test_semantic_recall_finds_a_paraphrase_once_embedded_and_says_how_much_was(
     assert "semantic: 4 of 8 embedded (50%); the rest ranked by words" in shown
 
 
-def stored_ids(home: DaemonHome) -> dict[int, int]:
+def stored_ids(home: DaemonHome) -> dict[int, tuple[int, bytes]]:
+    """part -> (id, hash) of the stored vectors of the day's lines."""
     store = Store(f"sqlite:///{home.root / 'cambium.db'}")
     try:
-        held = store.read_sync(lambda tx: tx.dense.at("daily", "2026-04-11", "live"))
+        return store.read_sync(lambda tx: tx.dense.at("daily", "2026-04-11", "live"))
     finally:
         store.close()
-    return {part: id_ for part, (id_, _) in held.items()}
 
 
 def test_vectors_are_stored_rows_and_a_new_line_embeds_only_what_changed(
@@ -130,10 +130,11 @@ def test_vectors_are_stored_rows_and_a_new_line_embeds_only_what_changed(
         asked(home, "fiddle", layers="daily")  # the recall reads the file; the worker follows
         wait_until_embedded(home, at_least=9)
         after = stored_ids(home)
-    # Lines 1-3 mean what they meant: their vectors were kept. Line 4's window changed.
+    # Lines 1-3 mean what they meant: their rows were kept as they were (a row written
+    # again would have a new id). Line 4's window changed, so it means something else.
     assert sorted(after) == [1, 2, 3, 4, 5]
     assert [after[n] for n in (1, 2, 3)] == [before[n] for n in (1, 2, 3)]
-    assert after[4] != before[4]
+    assert after[4][1] != before[4][1]
 
 
 def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
