@@ -169,9 +169,12 @@ class Memory:
             self.semantic.worker.wake()
 
     def index_marks(self) -> None:
-        """Index the marks queued since the last look (where this process may write)."""
-        if self.store.writer_alive:
-            self.mark_search.index(self.store)
+        """Index the marks queued since the last look (where this process may write); new
+        rows wake the embedding worker."""
+        if self.store.writer_alive and self.mark_search.index(self.store):
+            worker = None if self.semantic is None else self.semantic.worker
+            if worker is not None:
+                worker.wake()
 
 
 def semantic_recall(config: RecallConfig, store: Store, daemon: bool) -> SemanticRecall | None:
