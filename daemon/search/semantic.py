@@ -77,6 +77,12 @@ def load_semantic(config: RecallConfig) -> Semantic:
     return Semantic.create(embedder, cache, config.min_similarity)
 
 
+def release_memory() -> None:
+    """Hand the heap a batch freed back to the system (see ``_malloc_trim``)."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
 def content_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
@@ -177,8 +183,8 @@ class Semantic:
             if self.cache is not None:
                 self.cache.put_many(computed.items())
             known.update(computed)
-            if len(missing) > BATCH and _malloc_trim is not None:
-                _malloc_trim(0)
+            if len(missing) > BATCH:
+                release_memory()
         if not texts:
             return np.empty((0, self.embedder.dimension), dtype=np.float32)
         return np.stack([known[digest] for digest in hashes])

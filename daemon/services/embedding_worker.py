@@ -33,7 +33,7 @@ from daemon.core.vectors import ARCHIVED, DAILY, LIVE, MARKS, Coverage, NewVecto
 from daemon.files.daily import DailyLog
 from daemon.search.embedding import Interrupted
 from daemon.search.fusion import document_texts, line_meanings, meaning_hash
-from daemon.search.semantic import DenseIndex, Semantic, mean_meaning
+from daemon.search.semantic import DenseIndex, Semantic, mean_meaning, release_memory
 from daemon.search.vector_file import quantize
 from daemon.services.dense_store import StoredVectors
 from daemon.services.mark_search import MarkSearch
@@ -267,6 +267,7 @@ class EmbeddingWorker:
         if texts:
             vectors = self._semantic.embedder.embed(texts, interruptible=True)
             embedded = dict(zip(texts, vectors, strict=True))
+            release_memory()  # the batch's activations: a worker that waits holds none
         rows = []
         for (place, held, digest), hashed in zip(docs, hashes, strict=True):
             vector = known.get(hashed)
