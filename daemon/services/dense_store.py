@@ -119,7 +119,8 @@ class StoredVectors:
                 file.put([entry(row) for row in rows])
         with self._lock:
             file.commit(self.store.read_sync(lambda tx: tx.dense.model_and_generation())[1])
-        log.info("vector file repaired from the store", copied=len(missing))
+        if missing:
+            log.info("vector file repaired from the store", copied=len(missing))
 
     def write(
         self, rows: Sequence[NewVector], drop: Callable[[DenseRows], list[int]] | None = None
