@@ -10,7 +10,6 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
 from daemon.files.daily import DailyLog
@@ -38,29 +37,19 @@ def on_disk(store: Store, vectors: Path) -> bytes:
 
 
 def test_forgotten_lines_and_marks_leave_no_vector_behind(store: Store, tmp_path: Path) -> None:
+    from test_fusion import stored_parts
+
     from daemon.search.fusion import meaning_hash
-    from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
     from daemon.services.embedding_worker import document_hashes
-    from daemon.services.semantic_recall import SemanticRecall
 
     archive = tmp_path / "daily" / "archive"
     archive.mkdir(parents=True)
     (archive / f"{DAY}.md").write_text("\n".join(LINES) + "\n")
-    shared = semantic.Semantic.create(MeaningEmbedder(), None, min_similarity=0.2)
     base = tmp_path / "vectors"
-    vectors = StoredVectors(store, base, "meaning-test", 256, writable=True)
-    parts = SemanticRecall(
-        shared,
-        vectors,
-        semantic.DenseIndex(shared),
-        StoredLines(vectors, shared),
-        StoredMarks(vectors, shared),
-        batch=8,
-    )
+    parts = stored_parts(store, tmp_path)
     daily = DailyLog(tmp_path / "daily", parts.lines, index=StoreTextIndex(store))
     index = parts.mark_search()
     worker = parts.attach(daily, index)
-    vectors.prepare(worker.stopped)
     insert(store, make_mark("mk_secret", "user.health", observation=OBSERVED))
     insert(store, make_mark("mk_kept", "user.food", observation="figs for breakfast"))
     daily.refresh()

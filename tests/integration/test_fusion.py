@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from daemon.search import embedding as embedding_module
     from daemon.search import semantic as semantic_module
     from daemon.services.embedding_worker import EmbeddingWorker
+    from daemon.services.semantic_recall import SemanticRecall
 
 DAY = date(2026, 4, 11)
 
@@ -103,6 +104,26 @@ def stored_daily(
     worker = EmbeddingWorker(vectors, shared, daily, MarkSearch(), batch=4)
     vectors.prepare(worker.stopped)
     return daily, worker
+
+
+def stored_parts(store: Store, tmp_path: Path, batch: int = 8) -> SemanticRecall:
+    """Hybrid recall's parts over ``store``, with the deterministic embedder and the
+    vector file in ``tmp_path``, its vectors prepared (as the daemon's worker starts)."""
+    from daemon.search.semantic import DenseIndex, Semantic
+    from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
+    from daemon.services.semantic_recall import SemanticRecall
+
+    shared = Semantic.create(MeaningEmbedder(), None, min_similarity=0.2)
+    vectors = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
+    vectors.prepare(lambda: False)
+    return SemanticRecall(
+        shared,
+        vectors,
+        DenseIndex(shared),
+        StoredLines(vectors, shared),
+        StoredMarks(vectors, shared),
+        batch,
+    )
 
 
 def test_fusion_rewards_documents_both_rankings_place_high() -> None:

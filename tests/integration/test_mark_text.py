@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
 from daemon.search.marks import is_free_text
@@ -46,27 +45,14 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     store: Store, tmp_path: Path
 ) -> None:
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
-    semantic = pytest.importorskip(
-        "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
-    )
+    from test_fusion import stored_parts
+
     from daemon.files.daily import DailyLog
     from daemon.search.fusion import meaning_hash
-    from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
-    from daemon.services.semantic_recall import SemanticRecall
 
-    shared = semantic.Semantic.create(MeaningEmbedder(), None, min_similarity=0.2)
-    vectors = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
-    parts = SemanticRecall(
-        shared,
-        vectors,
-        semantic.DenseIndex(shared),
-        StoredLines(vectors, shared),
-        StoredMarks(vectors, shared),
-        batch=1,  # a page per mark
-    )
+    parts = stored_parts(store, tmp_path, batch=1)  # a page per mark
     index = parts.mark_search()
     worker = parts.attach(DailyLog(tmp_path / "daily"), index)
-    vectors.prepare(worker.stopped)
     violin = "practising violin every evening"
     insert(store, make_mark("mk_a", "user.hobbies", observation=violin))
     insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))

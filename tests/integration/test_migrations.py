@@ -460,13 +460,10 @@ def test_a_0008_database_gains_stored_vectors_that_the_worker_fills(
     """0010 adds the vectors' tables, empty, to a store that holds marks and their text
     rows; the embedding worker then embeds every mark, and a downgrade removes the tables."""
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
-    from test_fusion import MeaningEmbedder
+    from test_fusion import stored_parts
 
     from daemon.files.daily import DailyLog
-    from daemon.search.semantic import DenseIndex, Semantic
-    from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
     from daemon.services.mark_search import MarkSearch
-    from daemon.services.semantic_recall import SemanticRecall
 
     upgrade(db_url, "0008")
     engine = create_engine(db_url)
@@ -498,18 +495,8 @@ def test_a_0008_database_gains_stored_vectors_that_the_worker_fills(
     try:
         assert store.read_sync(lambda tx: tx.dense.model_and_generation()) == ("", 0)
         assert store.read_sync(lambda tx: (tx.dense.count(), tx.dense.documents())) == (0, 2)
-        shared = Semantic.create(MeaningEmbedder(), None, min_similarity=0.2)
-        vectors = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
-        parts = SemanticRecall(
-            shared,
-            vectors,
-            DenseIndex(shared),
-            StoredLines(vectors, shared),
-            StoredMarks(vectors, shared),
-            batch=8,
-        )
+        parts = stored_parts(store, tmp_path)
         worker = parts.attach(DailyLog(tmp_path / "daily"), parts.mark_search())
-        vectors.prepare(worker.stopped)
         worker.run_once()
         assert store.read_sync(lambda tx: tx.dense.count()) == 2
         assert store.read_sync(lambda tx: tx.dense.model_and_generation())[0] == "meaning-test"
