@@ -26,6 +26,6 @@ filled in the background) and :class:`~daemon.search.fusion.DenseDocuments` (doc
 layer keeps in memory).
 
 May import ``daemon.core``, the file layers' one way to the disk (``daemon.fs``, for
-the embedding cache's, the vector file's and the converted model's private files) and, for the semantic
-model's settings, ``daemon.config``: no SQL, no bus, no file layer.
+the embedding cache's, the vector file's and the converted model's private files) and,
+for the semantic model's settings, ``daemon.config``: no SQL, no bus, no file layer.
 """
