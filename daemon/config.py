@@ -239,6 +239,16 @@ class RecallConfig(_Section):
     tokenizer: Path | None = None  # its tokenizer.json; required with ``model``
     threads: int | None = Field(None, ge=1, le=64)  # for the model; None: one
     min_similarity: float = Field(0.3, ge=-1, le=1)  # dense hits below it are dropped
+    # The background worker: texts embedded (and stored, in one transaction) per step, and
+    # the memory one model call may hold at its peak (a batch of long texts is split).
+    embed_batch: int = Field(64, ge=1, le=4096, strict=True)
+    embed_memory_mb: int = Field(64, ge=16, le=4096, strict=True)
+
+    @property
+    def vectors(self) -> Path:
+        """Where the memory-mapped copy of the stored vectors is kept (``<base>.i8``,
+        ``.slots``, ``.json``): beside the embedding cache."""
+        return self.embeddings.with_suffix("")
 
     @model_validator(mode="after")
     def _model_with_tokenizer(self) -> RecallConfig:

@@ -193,13 +193,18 @@ def recall_view(result: RecallResult, layers: Sequence[str]) -> RenderableType:
             ],
         ),
     }
-    # The layers in their canonical order, after the summary when there is one.
+    # The layers in their canonical order, after the summary when there is one, and with
+    # semantic recall on how much was ranked by meaning.
     summary = (
         [Group(Text("summary", style="bold"), indent(Text(result.summary)))]
         if result.summary
         else []
     )
-    return apart([*summary, *(views[name]() for name in views if name in layers)])
+    coverage = []
+    if result.semantic is not None:
+        shown = covered(result.semantic.to_json())
+        coverage = [Text(f"semantic: {shown}; the rest ranked by words", style="dim")]
+    return apart([*summary, *(views[name]() for name in views if name in layers), *coverage])
 
 
 def apart(renderables: Iterable[RenderableType]) -> Group:
@@ -339,14 +344,28 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
     rhythms = fields((name, f"next {when(at)}") for name, at in health["rhythms"].items())
     watched = health["substrate"]["watched_files"]
     deliveries = health["deliveries"]
-    return fields(
-        [
-            ("cambium", f"{health['version']}, {health['status']}, up {uptime}"),
-            ("socket", str(socket)),
-            ("workspace", health["workspace"]),
-            ("receptors", receptors),
-            ("deliveries", f"{deliveries['pending']} pending, {deliveries['dead']} dead"),
-            ("rhythms", rhythms),
-            ("substrate", Text("\n".join([plural(len(watched), "watched file"), *watched]))),
-        ]
-    )
+    shown: list[tuple[str, RenderableType]] = [
+        ("cambium", f"{health['version']}, {health['status']}, up {uptime}"),
+        ("socket", str(socket)),
+        ("workspace", health["workspace"]),
+        ("receptors", receptors),
+        ("deliveries", f"{deliveries['pending']} pending, {deliveries['dead']} dead"),
+        ("rhythms", rhythms),
+        ("substrate", Text("\n".join([plural(len(watched), "watched file"), *watched]))),
+    ]
+    embedding = health.get("embedding")
+    if embedding:  # semantic recall on
+        shown.append(
+            (
+                "embedding",
+                f"{covered(embedding)}, {embedding['lines_per_second']:g} lines/s",
+            )
+        )
+    return fields(shown)
+
+
+def covered(semantic: dict[str, Any]) -> str:
+    """How much of what recall ranks by meaning is embedded: "1,200 of 1,500 (80%)"."""
+    embedded, total = semantic["embedded"], semantic["total"]
+    share = f" ({100 * embedded // total}%)" if total else ""
+    return f"{embedded:,} of {total:,} embedded{share}"

@@ -10,6 +10,7 @@ psycopg, are imported by name where they are needed).
 May import ``daemon.core`` only."""
 
 from daemon.store.deliveries import Delivery, DeliveryCounts
+from daemon.store.dense_rows import DenseRows
 from daemon.store.engine import Store, Tx, check_sqlite_file, make_engine
 from daemon.store.errors import (
     DeliveriesPending,
@@ -30,6 +31,7 @@ __all__ = [
     "DeliveriesPending",
     "Delivery",
     "DeliveryCounts",
+    "DenseRows",
     "MarkText",
     "Marks",
     "NewSignal",

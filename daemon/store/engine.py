@@ -18,6 +18,7 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.store.dense_rows import DenseRows
 from daemon.store.errors import StoreCorrupt, StoreLost
 from daemon.store.failure import describe_failure
 from daemon.store.marks import Marks
@@ -127,6 +128,10 @@ class Tx:
     @property
     def text_index(self) -> TextRows:
         return TextRows(self.connection)
+
+    @property
+    def dense(self) -> DenseRows:
+        return DenseRows(self.connection)
 
 
 class Store:
