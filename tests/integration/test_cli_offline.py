@@ -6,6 +6,7 @@ installed command against the real daemon). Exit codes: 0 ok, 1 failed, 2 bad in
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from support import commands
 
 from daemon.cli.main import cli
 from daemon.config import CONFIG_ENV
+from daemon.core.records import Mark
+from daemon.store import Store
 from daemon.testing import DaemonHome
 
 
@@ -123,3 +126,34 @@ def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
     listed = as_json(home, "memory", "substrate")
     assert [Path(f["path"]).name for f in listed["files"]] == ["food.md"]
     assert not (home.root / "cambium.db").exists(), "reading creates no database"
+
+
+def test_times_are_shown_in_the_configured_zone_labelled_and_json_stays_utc(
+    home: DaemonHome,
+) -> None:
+    ok(home, "db", "upgrade")
+    seen = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)  # 11:00 in Berlin's summer time
+    mark = Mark(
+        id="mk_zone",
+        workspace_id="default",
+        subject="user.food",
+        observation="likes lentil soup",
+        evidence={"note": "n"},
+        initial_strength=0.9,
+        half_life_days=0.0,
+        observed_by="ada",
+        first_observed_at=seen,
+        last_reinforced_at=seen,
+        created_at=seen,
+        updated_at=seen,
+    )
+    store = Store(f"sqlite:///{home.root / 'cambium.db'}")
+    store.start()
+    try:
+        store.write_sync(lambda tx: tx.marks.insert([mark]))
+    finally:
+        store.close()
+    shown = ok(home, "memory", "recall", "user.food", "--layers", "marks")
+    assert "first 2026-05-01 11:00:00 CEST" in shown and "09:00:00" not in shown
+    [found] = as_json(home, "memory", "recall", "user.food", "--layers", "marks")["marks"]
+    assert found["first_observed_at"] == "2026-05-01T09:00:00Z"
