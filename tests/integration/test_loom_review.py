@@ -109,7 +109,7 @@ async def test_a_review_is_undone_once_within_the_window_and_not_after(
         await review(loom, seed_id, "accepted")
         page = await loom.page(f"/loom/seeds/{seed_id}")
         assert "Until 2026-05-21 14:00 CEST (24 hours after the review)" in page
-        assert "its marks no longer promoted" in page
+        assert "the marks it is based on no longer promoted" in page
 
         fields = await loom.form(f"/loom/seeds/{seed_id}", "/undo")
         undone = await loom.client.post(

@@ -53,7 +53,7 @@ def test_now_is_labelled_apart_from_the_dates(ago: timedelta, where: str) -> Non
     assert apart(plot.labels)
     assert now.y == (TOP_Y if where == "top" else AXIS_Y)
     left, right = now.extent
-    assert LEFT <= left and right <= WIDTH - RIGHT  # inside the plot
+    assert left >= LEFT and right <= WIDTH - RIGHT  # inside the plot
     near = {"start": left, "middle": (left + right) / 2, "end": right}[now.anchor]
     assert abs(near - plot.now.x) < 10  # beside its line, or on it
 
