@@ -32,7 +32,7 @@ from daemon.loom.pages import (
     BadField,
     LoomPages,
     Pages,
-    key_of,
+    Signed,
     see_other,
     segment,
     text_field,
@@ -69,19 +69,14 @@ class LiveLine:
     number: int
 
 
-def _asked(act: str, form: dict[str, str], mark: Mark) -> Asked:
-    text = ""
+def _asked(act: str, signed: Signed, mark: Mark) -> Asked:
+    form, text = signed.form, ""
     if act == "correct":
         text = text_field(form.get("text", ""), "text", required=True, longest=MAX_TEXT)
         if text == mark.observation:
             raise BadField("text: is what the mark already says")
-    return Asked(
-        act,
-        text,
-        text_field(form.get("reason", ""), "reason", required=True, longest=MAX_TEXT),
-        text_field(form.get("by", ""), "by", required=True, longest=128),
-        key_of(form),
-    )
+    reason = text_field(form.get("reason", ""), "reason", required=True, longest=MAX_TEXT)
+    return Asked(act, text, reason, signed.who, signed.key)
 
 
 def _refusal(act: str, found: MarkWithHistory) -> str | None:
@@ -99,17 +94,17 @@ def _refusal(act: str, found: MarkWithHistory) -> str | None:
 async def act_on_mark(mark_id: str, act: str, request: Request, loom: Pages) -> Response:
     if act not in ACTS:
         return loom.error(404, "No such act", f"a mark can be {', '.join(ACTS)}ed; not {act!r}")
-    form = await loom.form_of(request)
-    if isinstance(form, HTMLResponse):
-        return form
+    signed = await loom.signed_form(request, "by", f"Not {act}ed")
+    if isinstance(signed, HTMLResponse):
+        return signed
     found = await loom.data.mark(mark_id)
     if found is None:
         return loom.error(404, "No such mark", f"there is no mark {mark_id}")
     try:
-        asked = _asked(act, form, found.mark)
+        asked = _asked(act, signed, found.mark)
     except BadField as exc:
         return loom.error(422, f"Not {act}ed", str(exc))
-    if form.get("confirmed") == "yes":
+    if signed.form.get("confirmed") == "yes":
         # Not checked here first: a repeat of a sent form finds its mark ended already,
         # and is answered by the first send.
         return await _send(loom, found.mark, asked)

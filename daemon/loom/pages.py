@@ -32,6 +32,7 @@ MAX_FIELD = 512  # longest search text or reviewer name a form may send
 MAX_TEXT = 16_384  # longest correction or reason (as the API takes them)
 KEY_FIELD = "idempotency_key"
 MAX_KEY = 256
+MAX_NAME = 128  # a reviewer's or a person's name, as the API takes it
 
 SECURITY_HEADERS = {
     # Nothing from outside the machine, no inline script, no framing by other sites.
@@ -47,6 +48,15 @@ SECURITY_HEADERS = {
 
 class BadField(ValueError):
     """A query or form field that breaks its rule; the message names both."""
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A form that asks for a command: its fields, who asks, and its idempotency key."""
+
+    form: dict[str, str]
+    who: str
+    key: str
 
 
 def clock_time(value: datetime | str | None, zone: ZoneInfo) -> str:
@@ -140,6 +150,20 @@ class LoomPages:
         if refusal is not None:
             return self.error(403, "Refused", refusal)
         return form
+
+    async def signed_form(
+        self, request: Request, who_field: str, title: str
+    ) -> Signed | HTMLResponse:
+        """The POSTed form of a command, with who asks (the field ``who_field``) and its
+        idempotency key checked; or the page refusing it (403 or 422, titled ``title``)."""
+        form = await self.form_of(request)
+        if isinstance(form, HTMLResponse):
+            return form
+        try:
+            who = text_field(form.get(who_field, ""), who_field, required=True, longest=MAX_NAME)
+            return Signed(form, who, key_of(form))
+        except BadField as exc:
+            return self.error(422, title, str(exc))
 
 
 def _pages(request: Request) -> LoomPages:

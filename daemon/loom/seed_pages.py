@@ -15,16 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from daemon.core.records import Seed
-from daemon.loom.pages import (
-    PREFIX,
-    BadField,
-    LoomPages,
-    Pages,
-    key_of,
-    see_other,
-    segment,
-    text_field,
-)
+from daemon.loom.pages import PREFIX, BadField, LoomPages, Pages, see_other, segment
 from daemon.loom.target import seed_target
 from daemon.services.commands import Decision
 from daemon.services.errors import Refused
@@ -76,18 +67,18 @@ def _undo_until(loom: LoomPages, seed: Seed) -> datetime | None:
 
 @router.post("/seeds/{seed_id}/review")
 async def review_seed(seed_id: str, request: Request, loom: Pages) -> Response:
-    form = await loom.form_of(request)
-    if isinstance(form, HTMLResponse):
-        return form
+    signed = await loom.signed_form(request, "reviewer", "Bad review")
+    if isinstance(signed, HTMLResponse):
+        return signed
     try:
-        decision = _decision(form.get("decision", ""))
-        who = text_field(form.get("reviewer", ""), "reviewer", required=True, longest=128)
-        key = key_of(form)
+        decision = _decision(signed.form.get("decision", ""))
     except BadField as exc:
         return loom.error(422, "Bad review", str(exc))
     commands = loom.services.commands
     try:
-        outcome = await commands.review(seed_id, decision, who, source="loom", key=key)
+        outcome = await commands.review(
+            seed_id, decision, signed.who, source="loom", key=signed.key
+        )
     except Refused as exc:
         return loom.refused("Not reviewed", exc)
     return see_other(f"/seeds/{segment(seed_id)}", signal=outcome.signal_id)
@@ -95,16 +86,11 @@ async def review_seed(seed_id: str, request: Request, loom: Pages) -> Response:
 
 @router.post("/seeds/{seed_id}/undo")
 async def undo_review(seed_id: str, request: Request, loom: Pages) -> Response:
-    form = await loom.form_of(request)
-    if isinstance(form, HTMLResponse):
-        return form
+    signed = await loom.signed_form(request, "reviewer", "Bad undo")
+    if isinstance(signed, HTMLResponse):
+        return signed
     try:
-        who = text_field(form.get("reviewer", ""), "reviewer", required=True, longest=128)
-        key = key_of(form)
-    except BadField as exc:
-        return loom.error(422, "Bad undo", str(exc))
-    try:
-        outcome = await loom.services.commands.undo_review(seed_id, who, key)
+        outcome = await loom.services.commands.undo_review(seed_id, signed.who, signed.key)
     except Refused as exc:
         return loom.refused("Not undone", exc)
     return see_other(f"/seeds/{segment(seed_id)}", signal=outcome.signal_id)

@@ -10,16 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from daemon.loom.data import SignalFilter
-from daemon.loom.pages import (
-    PREFIX,
-    BadField,
-    Pages,
-    choices,
-    key_of,
-    see_other,
-    segment,
-    text_field,
-)
+from daemon.loom.pages import PREFIX, BadField, Pages, choices, see_other, segment, text_field
 from daemon.schema.waits import DELIVERY_WAIT_SECONDS
 from daemon.services.commands import delivery_status
 from daemon.services.errors import Refused
@@ -86,16 +77,11 @@ async def retry_signal(signal_id: str, request: Request, loom: Pages) -> Respons
 async def discard_signal(signal_id: str, request: Request, loom: Pages) -> Response:
     """Give up on the signal's dead deliveries, through the command path, as the API and
     the CLI do."""
-    form = await loom.form_of(request)
-    if isinstance(form, HTMLResponse):
-        return form
+    signed = await loom.signed_form(request, "by", "Bad discard")
+    if isinstance(signed, HTMLResponse):
+        return signed
     try:
-        who = text_field(form.get("by", ""), "by", required=True, longest=128)
-        key = key_of(form)
-    except BadField as exc:
-        return loom.error(422, "Bad discard", str(exc))
-    try:
-        outcome = await loom.services.commands.discard(signal_id, None, who, key)
+        outcome = await loom.services.commands.discard(signal_id, None, signed.who, signed.key)
     except Refused as exc:
         return loom.error(409, "Nothing to discard", str(exc))
     return see_other(f"/signals/{segment(signal_id)}", discarded=outcome.signal_id)

@@ -6,6 +6,7 @@ installed command against the real daemon). Exit codes: 0 ok, 1 failed, 2 bad in
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,10 @@ import click
 import pytest
 from click.testing import CliRunner
 from support import commands
+from test_marks_store import insert, make_mark
 
 from daemon.cli.main import cli
 from daemon.config import CONFIG_ENV
-from daemon.core.records import Mark
 from daemon.store import Store
 from daemon.testing import DaemonHome
 
@@ -133,24 +134,11 @@ def test_times_are_shown_in_the_configured_zone_labelled_and_json_stays_utc(
 ) -> None:
     ok(home, "db", "upgrade")
     seen = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)  # 11:00 in Berlin's summer time
-    mark = Mark(
-        id="mk_zone",
-        workspace_id="default",
-        subject="user.food",
-        observation="likes lentil soup",
-        evidence={"note": "n"},
-        initial_strength=0.9,
-        half_life_days=0.0,
-        observed_by="ada",
-        first_observed_at=seen,
-        last_reinforced_at=seen,
-        created_at=seen,
-        updated_at=seen,
-    )
+    mark = make_mark("mk_zone", "user.food", workspace_id="default", half_life_days=0.0)
     store = Store(f"sqlite:///{home.root / 'cambium.db'}")
     store.start()
     try:
-        store.write_sync(lambda tx: tx.marks.insert([mark]))
+        insert(store, replace(mark, first_observed_at=seen, last_reinforced_at=seen))
     finally:
         store.close()
     shown = ok(home, "memory", "recall", "user.food", "--layers", "marks")

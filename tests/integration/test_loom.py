@@ -143,6 +143,17 @@ async def lentil_mark(loom: Loom) -> str:
     return mark_id
 
 
+async def dead_review(loom: Loom, seed_id: str) -> str:
+    """A review of a seed not planted (yet): its delivery dies at once; its id."""
+    return await loom.emit(
+        {
+            "type": "memory.seed_reviewed",
+            "source_id": "impatient",
+            "payload": {"seed_id": seed_id, "decision": "rejected", "reviewer": "ada"},
+        }
+    )
+
+
 def expected_strength(at: datetime) -> float:
     boosts = [(REINFORCED, 0.2)] if at >= REINFORCED else []
     return current_strength(0.6, HALF_LIFE_DAYS, FIRST_SEEN, boosts, at)
@@ -411,13 +422,7 @@ async def test_signals_filter_and_a_dead_one_is_delivered_by_a_retry(
     async with open_loom(store, tmp_path) as loom:
         await lentil_mark(loom)
         seed_id = derived_id("sd", "sig-plant-late")
-        dead = await loom.emit(
-            {
-                "type": "memory.seed_reviewed",
-                "source_id": "impatient",
-                "payload": {"seed_id": seed_id, "decision": "rejected", "reviewer": "ada"},
-            }
-        )
+        dead = await dead_review(loom, seed_id)
         listing = await loom.page("/loom/signals", status="dead")
         assert f'href="/loom/signals/{dead}"' in listing and "1 signal," in listing
         by_type = await loom.page("/loom/signals", type="memory.observation")
@@ -449,13 +454,7 @@ async def test_a_dead_delivery_is_discarded_by_a_button_and_stops_counting(
     store: Store, tmp_path: Path
 ) -> None:
     async with open_loom(store, tmp_path) as loom:
-        dead = await loom.emit(
-            {
-                "type": "memory.seed_reviewed",
-                "source_id": "impatient",
-                "payload": {"seed_id": "sd_never", "decision": "rejected", "reviewer": "ada"},
-            }
-        )
+        dead = await dead_review(loom, "sd_never")
         assert "1 dead</a>" in await loom.page("/loom/health")
         page = await loom.page(f"/loom/signals/{dead}")
         assert 'id="discard"' in page

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_loom import FIRST_SEEN, NOW, Loom, lentil_mark, open_loom, plant
+from test_loom import FIRST_SEEN, NOW, Loom, dead_review, lentil_mark, open_loom, plant
 
 from daemon.core import signal_types
 from daemon.core.records import derived_id
@@ -155,13 +155,7 @@ async def test_dead_deliveries_are_listed_with_their_error_and_discarded_from_th
     store: Store, tmp_path: Path
 ) -> None:
     async with open_loom(store, tmp_path) as loom:
-        dead = await loom.emit(
-            {
-                "type": "memory.seed_reviewed",
-                "source_id": "impatient",
-                "payload": {"seed_id": "sd_never", "decision": "rejected", "reviewer": "ada"},
-            }
-        )
+        dead = await dead_review(loom, "sd_never")
         listing = await loom.page("/loom/signals", status="dead")
         assert re.search(r'<div class="error">[^<]*no seed sd_never', listing)
         fields = await loom.form("/loom/signals?status=dead", f"/{dead}/discard")
