@@ -26,7 +26,15 @@ from daemon.loom import finding, mark_acts, seed_pages, signal_pages
 from daemon.loom.data import Citation, MarkFilter
 from daemon.loom.days import day_files, day_lists, evidence_lines, locate
 from daemon.loom.history import history
-from daemon.loom.pages import PREFIX, BadField, LoomPages, Pages, choices, text_field
+from daemon.loom.pages import (
+    PREFIX,
+    BadField,
+    LoomPages,
+    Pages,
+    choices,
+    clock_time,
+    text_field,
+)
 from daemon.loom.plot import strength_plot
 from daemon.services.running import Services
 
@@ -92,7 +100,9 @@ async def mark_page(mark_id: str, request: Request, loom: Pages) -> HTMLResponse
         "mark.html",
         found=found,
         mark=found.mark,
-        plot=strength_plot(found.mark, found.reinforcements, now, loom.env.filters["when"]),
+        plot=strength_plot(
+            found.mark, found.reinforcements, now, lambda at: clock_time(at, loom.zone)
+        ),
         evidence=evidence,
         history=entries,
         threshold=WITHER_THRESHOLD,
