@@ -71,7 +71,7 @@ class Activity:
         grouped = (
             select(reinforcements.c.mark_id, times, last)
             .join(marks, marks.c.id == reinforcements.c.mark_id)
-            .where(marks.c.workspace_id == workspace)
+            .where(self._of_workspace(workspace))
             .where(*self._within(reinforcements.c.reinforced_at, start, end))
             .group_by(reinforcements.c.mark_id)
         )
@@ -119,7 +119,7 @@ class Activity:
     def _marks(
         self, workspace: str, where: tuple[ColumnElement[bool], ...], newest: Any, limit: int
     ) -> Found[Mark]:
-        query = select(marks).where(marks.c.workspace_id == workspace, *where)
+        query = select(marks).where(self._of_workspace(workspace), *where)
         rows = self.connection.execute(query.order_by(newest.desc(), marks.c.id).limit(limit))
         return Found([Mark.from_row(r._mapping) for r in rows], self._count(query))
 
@@ -131,6 +131,18 @@ class Activity:
         )
         rows = self.connection.execute(query.order_by(when.desc(), seeds.c.id).limit(limit))
         return Found([Seed.from_row(r._mapping) for r in rows], self._count(query))
+
+    def _of_workspace(self, workspace: str) -> ColumnElement[bool]:
+        """The marks of ``workspace``. On SQLite as an expression no index serves: there the
+        (workspace, subject) index would be read for nearly every row of a store that holds
+        one workspace, then each row looked up (six times the CPU of reading the table
+        through, measured on 100,000 marks), and the reinforcements' own time index could
+        not lead."""
+        column = marks.c.workspace_id
+        if self.connection.dialect.name == "sqlite":
+            column = column.concat("")
+        matched: ColumnElement[bool] = column == workspace
+        return matched
 
     def _within(
         self, column: Any, start: datetime, end: datetime

@@ -96,6 +96,12 @@ async def test_a_busy_week_lists_the_newest_and_counts_the_rest(
         for hours in (1, 2, 3):
             at = NOW - timedelta(hours=hours)
             await loom.emit(observation(f"user.n{hours}", f"note {hours}", at, {"note": "n"}))
+        elsewhere = observation("user.n0", "note 0", NOW, {"note": "n"}, workspace_id="other")
+        await loom.emit(elsewhere)
+        await loom.emit(elsewhere | {"payload": elsewhere["payload"] | {"evidence": {"note": "m"}}})
+        [other] = loom.store.read_sync(lambda tx: tx.marks.find("other", "", ("active",)))
+        assert other.reinforcement_count == 1
         made = section(await loom.page("/loom/week"), "made")
-        assert re.findall(r">note (\d)</a>", made) == ["1", "2"]
+        assert re.findall(r">note (\d)</a>", made) == ["1", "2"]  # another workspace's: not
         assert "and 1 more." in made
+        assert "Marks reinforced (0)" in await loom.page("/loom/week")
