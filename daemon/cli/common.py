@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -31,6 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Where a group that also lists (``cambium signals --config X show ID``) leaves its
 # ``--config`` for its subcommands.
 _CONFIG_META = "cambium.config_path"
+_ZONE_META = "cambium.zone"
 
 
 class Failure(click.ClickException):
@@ -103,9 +105,21 @@ def load(config_path: Path | None) -> Config:
         ctx = click.get_current_context(silent=True)
         config_path = ctx.meta.get(_CONFIG_META) if ctx else None
     try:
-        return load_config(config_path)
+        config = load_config(config_path)
     except ConfigError as exc:
         raise BadInput(f"bad config: {exc}") from None
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:  # the zone the command's times are shown in
+        ctx.meta[_ZONE_META] = config.zone
+    return config
+
+
+def time_zone() -> ZoneInfo:
+    """The configured time zone of the command running (UTC before any config is read):
+    the one a person reads every time in, as Loom shows them."""
+    ctx = click.get_current_context(silent=True)
+    zone = ctx.meta.get(_ZONE_META) if ctx is not None else None
+    return zone if isinstance(zone, ZoneInfo) else ZoneInfo("UTC")
 
 
 def login_name() -> str:

@@ -21,7 +21,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from daemon.core.clock import SECONDS_PER_DAY, iso
+from daemon.cli.common import time_zone
+from daemon.core.clock import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
     from daemon.core.records import Seed
@@ -49,12 +50,13 @@ def show(*renderables: RenderableType) -> None:
 
 
 def when(value: datetime | str | None) -> str:
-    """An instant for people: ISO 8601 UTC to the second."""
+    """An instant for people: in the configured time zone, to the second, labelled with
+    the zone (``2026-05-20 14:00:05 CEST``), as Loom shows it. (``--json`` stays UTC.)"""
     if value is None:
         return "—"
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return iso(value.replace(microsecond=0))
+    return value.astimezone(time_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def fields(rows: Iterable[tuple[str, RenderableType]]) -> Table:

@@ -18,6 +18,7 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.store.activity import Activity
 from daemon.store.dense_rows import DenseRows
 from daemon.store.errors import StoreCorrupt, StoreLost
 from daemon.store.failure import describe_failure
@@ -120,6 +121,10 @@ class Tx:
     @property
     def tombstones(self) -> Tombstones:
         return Tombstones(self.connection)
+
+    @property
+    def activity(self) -> Activity:
+        return Activity(self.connection)
 
     @property
     def rhythms(self) -> RhythmState:
