@@ -69,10 +69,8 @@ async def emit(request: Request) -> JSONResponse:
     bus = services.bus
     wait = _wait(request.query_params.get("wait"))
     data, allow_unrouted = _emission(await request.body())
-    signal = Signal.parse(data, now=bus.clock())
-    payload = admitted(
-        signal.type, signal.payload, routed=bus.routed, allow_unrouted=allow_unrouted
-    )
+    signal = Signal.parse(data, now=bus.clock(), workspace=bus.workspace)
+    payload = admitted(signal, routed=bus.routed, allow_unrouted=allow_unrouted)
     if isinstance(payload, SeedPlanted):
         await _plantable(services, signal, payload)
     stored = await bus.emit(signal)

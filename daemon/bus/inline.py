@@ -66,7 +66,7 @@ class InlinePath:
         if any(result.waiting for result in results):
             tx.signals.announce_append()
         if appended:
-            log.info("signals stored", count=len(appended), applied=sorted(caught_up))
+            log.debug("signals stored", count=len(appended), applied=sorted(caught_up))
         return results
 
     def _apply(self, tx: Tx, appended: list[tuple[int, Signal]]) -> set[str]:

@@ -9,17 +9,16 @@ unchanged)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import JSON, Select, Table
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy import JSON
+from sqlalchemy.engine import Connection
 
+from daemon.core.json_text import json_text
 from daemon.core.signal import Signal
 from daemon.store.signal_rows import WRITTEN_COLUMNS, signals
 from daemon.store.tables import UTCDateTime
@@ -59,8 +58,9 @@ def insert_signals(
     if connection.dialect.name == "sqlite":
         cursor = driver.cursor()
         seqs: list[int | None] = []
+        instant = memo(_sqlite_instant)
         for signal, stored_at in signals:
-            cursor.execute(_SQLITE_INSERT, _values(signal, stored_at, _sqlite_instant))
+            cursor.execute(_SQLITE_INSERT, _values(signal, stored_at, instant))
             row = cursor.fetchone()
             seqs.append(None if row is None else row[0])
         cursor.close()
@@ -69,9 +69,10 @@ def insert_signals(
         # Appends take turns fleet-wide, so the sequence is commit order for every reader:
         # no cursor can pass a number whose transaction has yet to commit.
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK_KEY,))
+        instant = memo(_aware)
         cursor.executemany(
             _POSTGRESQL_INSERT,
-            [_values(signal, stored_at, _aware) for signal, stored_at in signals],
+            [_values(signal, stored_at, instant) for signal, stored_at in signals],
             returning=True,
         )
         seqs = []
@@ -95,6 +96,11 @@ class Raw:
         cursor = self.driver.cursor()
         cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
         return cursor
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        cursor = self.driver.cursor()
+        cursor.executemany(sql if self.sqlite else sql.replace("?", "%s"), rows)
+        cursor.close()
 
     def instant(self, value: datetime) -> Any:
         return _sqlite_instant(value) if self.sqlite else _aware(value)
@@ -152,94 +158,30 @@ def advance_cursor(
     return bool(moved)
 
 
-def insert_many_ignoring_duplicates(
-    connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
-) -> None:
-    """Insert ``rows`` (all with the same keys) in one driver ``executemany``, skipping any
-    whose key is already stored; values are encoded by the columns' own types."""
-    names = tuple(rows[0])
-    sql, encoders = _prepared_insert(table, names, connection.dialect)
-    values = [
-        tuple(
-            row[name] if encode is None else encode(row[name])
-            for name, encode in zip(names, encoders, strict=True)
-        )
-        for row in rows
-    ]
-    Raw(connection).driver.cursor().executemany(sql, values)
-
-
-@lru_cache(maxsize=64)
-def _prepared_insert(
-    table: Table, names: tuple[str, ...], dialect: Dialect
-) -> tuple[str, list[Callable[[Any], Any] | None]]:
-    quote = dialect.identifier_preparer.quote
-    mark = "?" if dialect.name == "sqlite" else "%s"
-    sql = (
-        f"INSERT INTO {quote(table.name)} ({', '.join(quote(n) for n in names)})"
-        f" VALUES ({', '.join([mark] * len(names))}) ON CONFLICT DO NOTHING"
-    )
-    return sql, [_encoder(table.c[name].type, dialect) for name in names]
-
-
-def _encoder(column_type: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
-    encode: Callable[[Any], Any] | None = column_type.bind_processor(dialect)
-    if encode is None and isinstance(column_type, JSON):
-        # psycopg's dialect leaves JSON to a cast in the SQL it renders; here it is text.
-        return json.dumps
-    return encode
-
-
-def select_rows(
-    connection: Connection, statement: Select[Any], parameters: dict[str, Any]
-) -> list[tuple[Any, ...]]:
-    """Run a prepared Core select of plain columns (text and numbers, no decoding) on the
-    driver. Each list in ``parameters`` fills an expanding ``bindparam``; the SQL is
-    compiled once per statement, parameter names and list lengths."""
-    shape = tuple(
-        sorted((k, len(v) if isinstance(v, list | tuple) else -1) for k, v in parameters.items())
-    )
-    sql, names, constants = _compiled_select(statement, connection.dialect, shape)
-    given = dict(constants)
-    for key, value in parameters.items():
-        if isinstance(value, list | tuple):
-            given.update({f"{key}_{n}": item for n, item in enumerate(value, start=1)})
-        else:
-            given[key] = value
-    cursor = Raw(connection).driver.cursor()
-    cursor.execute(sql, given if names is None else [given[name] for name in names])
-    rows: list[tuple[Any, ...]] = cursor.fetchall()
-    cursor.close()
-    return rows
-
-
-@lru_cache(maxsize=256)
-def _compiled_select(
-    statement: Select[Any], dialect: Dialect, shape: tuple[tuple[str, int], ...]
-) -> tuple[str, tuple[str, ...] | None, tuple[tuple[str, Any], ...]]:
-    """The SQL with every expanding list rendered as that many placeholders; for positional
-    drivers, the parameter names in placeholder order; and the values the statement itself
-    carries (literal ``IN`` lists)."""
-    placeholders = {name: list(range(n)) if n >= 0 else None for name, n in shape}
-    expanded = statement.compile(dialect=dialect).construct_expanded_state(placeholders)
-    ours = {name for name, _ in shape}
-    constants = tuple(
-        (name, value)
-        for name, value in expanded.parameters.items()
-        if name not in ours and name.rsplit("_", 1)[0] not in ours
-    )
-    names = tuple(expanded.positiontup) if expanded.positiontup is not None else None
-    return expanded.statement, names, constants
-
-
-def _values(signal: Signal, stored_at: datetime, instant: Any) -> tuple[Any, ...]:
+def _values(
+    signal: Signal, stored_at: datetime, instant: Callable[[datetime], Any]
+) -> tuple[Any, ...]:
     values = list(_ATTRIBUTES(signal))
     values.insert(_STORED_AT, stored_at)
     for i in _JSON_AT:
-        values[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+        values[i] = json_text(values[i])
     for i in _INSTANTS_AT:
         values[i] = instant(values[i])
     return tuple(values)
+
+
+def memo(format_instant: Callable[[datetime], Any]) -> Callable[[datetime], Any]:
+    """``format_instant``, each distinct instant formatted once (a batch's signals share
+    their ``stored_at``; a mark's four instants are often one)."""
+    done: dict[datetime, Any] = {}
+
+    def formatted(value: datetime) -> Any:
+        found = done.get(value)
+        if found is None:
+            found = done[value] = format_instant(value)
+        return found
+
+    return formatted
 
 
 def _sqlite_instant(value: datetime) -> str:

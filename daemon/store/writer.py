@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sqlite3
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from itertools import groupby
 from typing import Any, TypeVar
 
@@ -97,6 +98,45 @@ class _Work:
 def _answer_all(answers: list[tuple[_Work, Any, BaseException | None]]) -> None:
     for work, result, error in answers:
         work.answer(result, error)
+
+
+@contextmanager
+def _transaction(connection: Connection, durable: bool) -> Iterator[None]:
+    """One transaction of the writer, committed or rolled back (the exception goes on).
+
+    On SQLite, BEGIN and COMMIT go straight to the driver: SQLAlchemy's own transaction
+    costs as much again as both (each emit's commit pays it). A Core statement run inside
+    autobegins SQLAlchemy's transaction on top of the open one (the engine's ``begin``
+    hook leaves the driver's alone); it then commits through SQLAlchemy."""
+    if connection.dialect.name != "sqlite":
+        with connection.begin():
+            if not durable:
+                connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            yield
+        return
+    driver: Any = connection.connection.driver_connection
+    _on_driver(driver, "BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if connection.in_transaction():
+            connection.rollback()
+        elif driver.in_transaction:
+            _on_driver(driver, "ROLLBACK")
+        raise
+    if connection.in_transaction():
+        connection.commit()
+    else:
+        _on_driver(driver, "COMMIT")
+
+
+def _on_driver(driver: Any, statement: str) -> None:
+    """Run ``statement`` on the sqlite3 connection; its errors as SQLAlchemy would raise
+    them (a full disk is an OperationalError to the writer and to the API alike)."""
+    try:
+        driver.execute(statement)
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(statement, (), exc, sqlite3.Error) from exc
 
 
 class Writer:
@@ -216,9 +256,7 @@ class Writer:
             return
         try:
             self._set_durability(connection, durable)
-            with connection.begin():
-                if not durable and connection.dialect.name == "postgresql":
-                    connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            with _transaction(connection, durable):
                 results = []
                 for function, group in groupby(batch, key=lambda work: work.batch_function):
                     items = [work.item for work in group]

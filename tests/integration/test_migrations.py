@@ -91,7 +91,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -185,7 +185,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         found = {
@@ -242,7 +242,7 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         under_food = store.read_sync(
@@ -311,7 +311,7 @@ async def test_the_daemon_s_migration_extends_systemd_s_start_timeout_and_logs_p
     progress = [entry["progress"] for entry in logs if entry["event"] == "migration"]
     assert [line.split(" applied")[0] for line in progress] == [
         f"revision 000{n}" for n in range(1, 9)
-    ]
+    ] + ["revision 0011"]
 
 
 JAN_FEB_MAR = ((1, 15), (2, 1), (3, 1))
@@ -364,7 +364,7 @@ def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         found = {
