@@ -128,7 +128,7 @@ async def emit_into(url: str, emitters: int, seconds: float, numbers: Iterator[i
     latencies: list[float] = []
     try:
         async with SignalBus(store, [ObservationReceptor()]) as bus:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             deadline = started + seconds
 
             async def emitter() -> None:
@@ -142,10 +142,10 @@ async def emit_into(url: str, emitters: int, seconds: float, numbers: Iterator[i
                 for _ in range(emitters):
                     tasks.start_soon(emitter)
             await drained(bus)
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         store.close()
-    return Run(len(latencies), elapsed, latencies)
+    return Run(len(latencies), elapsed, latencies, cpu)
 
 
 def wal_pages_per_signal(path: Path, emitters: int, numbers: Iterator[int]) -> float:

@@ -103,15 +103,22 @@ def wait_drained(socket: Path, poll: float = 0.01) -> None:
 @dataclass(frozen=True)
 class Run:
     """One measurement: ``count`` operations done in ``seconds``, with the latency of each
-    where it was timed (empty where only the rate matters)."""
+    where it was timed (empty where only the rate matters), and the CPU time the measured
+    process spent on them (user and system, every thread; None where not measured)."""
 
     count: int
     seconds: float
     latencies: list[float] = field(default_factory=list)
+    cpu: float | None = None
 
     @property
     def rate(self) -> float:
         return self.count / self.seconds
+
+    @property
+    def cpu_ms(self) -> float | None:
+        """CPU milliseconds per operation."""
+        return None if self.cpu is None else self.cpu / self.count * 1000
 
 
 def on_threads(clients: int, work: Callable[[], T]) -> list[T]:
