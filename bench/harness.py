@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import socket
 import tempfile
@@ -90,6 +91,14 @@ class UnixHTTP:
         return json.loads(body)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system, every thread) process ``pid`` has spent so far."""
+    # Fields after the command name (which may hold spaces): utime and stime are 12, 13.
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_drained(socket: Path, poll: float = 0.01) -> None:
     """Until the daemon's health shows no pending delivery."""
     client = UnixHTTP(socket)
@@ -110,6 +119,8 @@ class Run:
     seconds: float
     latencies: list[float] = field(default_factory=list)
     cpu: float | None = None
+    # A baseline measured paired with this run (alternately, in the same seconds).
+    baseline: Run | None = None
 
     @property
     def rate(self) -> float:
