@@ -4,7 +4,8 @@ The memory's layers, the receptors (and consolidation's extractor), the bus, the
 scheduler, the command path and the app (the API with Loom's pages mounted beside it,
 behind the daemon's door, :mod:`daemon.api.ingress`; the TCP door behind the token too).
 Nothing here runs: :mod:`daemon.process` runs what :func:`compose` built (sockets,
-lifetimes, signals, sd_notify). Everything that can be refused is refused here, before anything is touched.
+lifetimes, signals, sd_notify). Everything that can be refused is refused here, before
+anything is touched.
 """
 
 from __future__ import annotations

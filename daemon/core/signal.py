@@ -6,6 +6,7 @@ fails is refused with errors that name the field, and nothing is stored.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import secrets
@@ -181,12 +182,12 @@ class Signal(BaseModel):
             rejected = SignalTooLarge if any(e["type"] == TOO_LARGE for e in details) else None
             raise (rejected or SignalRejected)(field_errors(details)) from None
 
-    def payload_as(self, contract: type[M]) -> M:
+    def payload_as(self, contract: builtins.type[M]) -> M:
         """The payload validated by ``contract`` (raising pydantic's ValidationError), once:
         a second call for the same contract returns the first one's model."""
         found = self._contract
-        if type(found) is contract:
-            return found  # type: ignore[return-value]  (its type was just checked)
+        if isinstance(found, contract) and builtins.type(found) is contract:
+            return found
         model = contract.model_validate(self.payload)
         self._contract = model
         return model

@@ -143,6 +143,19 @@ def backlog_free_position(
     return None if behind else int(position)
 
 
+def pass_over(
+    connection: Connection, receptors: Sequence[str], before: int, to: int, now: datetime
+) -> None:
+    """Move the cursors of ``receptors`` that are at ``before`` to ``to``."""
+    raw = Raw(connection)
+    marks = ", ".join("?" * len(receptors))
+    raw.execute(
+        "UPDATE receptor_cursors SET position = ?, updated_at = ?"
+        f" WHERE position = ? AND receptor IN ({marks})",
+        (to, raw.instant(now), before, *receptors),
+    ).close()
+
+
 def advance_cursor(
     connection: Connection, receptor: str, position: int, to: int, now: datetime
 ) -> bool:
