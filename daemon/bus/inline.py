@@ -75,10 +75,14 @@ class InlinePath:
         return results
 
     def _pass_over(self, tx: Tx, appended: list[tuple[int, Signal]], now: datetime) -> None:
-        """Receptors that bind none of these signals' types, and had settled everything
-        before them, move past them in the same transaction. The workers read the log in
+        """On SQLite, receptors that bind none of these signals' types, and had settled
+        everything before them, move past them in the same transaction. The workers read the log in
         ``seq`` order, not by type, so no cursor is left far behind the head for a rare
         type; and the cursors' rows share the page the inline receptor's move writes."""
+        if not tx.signals.single_writer:
+            # PostgreSQL: other daemons' workers and leases hold these rows too (a lock to
+            # wait for, or a deadlock); their workers move past such stretches themselves.
+            return
         types = {signal.type for _, signal in appended}
         idle = [key for key, binds in self._binds.items() if binds.isdisjoint(types)]
         if idle:

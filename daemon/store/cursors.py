@@ -79,6 +79,11 @@ class ReceptorCursors:
         (another worker or daemon moved it: the caller's work must not count)."""
         return advance_cursor(self.connection, receptor, position, to, now)
 
+    @property
+    def single_writer(self) -> bool:
+        """Whether this store has one writer (SQLite: one daemon, one writer connection)."""
+        return self.connection.dialect.name == "sqlite"
+
     def pass_over(self, receptors: Sequence[str], before: int, to: int, now: datetime) -> None:
         """Move each of ``receptors`` whose cursor is at ``before`` to ``to`` (what lies
         between is none of theirs: the caller knows the types it appended)."""

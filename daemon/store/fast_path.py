@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import JSON
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from daemon.core.json_text import json_text
 from daemon.core.signal import Signal
@@ -49,11 +50,30 @@ _POSTGRESQL_INSERT = (
 )
 
 
+@contextmanager
+def driver_errors(connection: Connection, statement: str = "") -> Iterator[None]:
+    """The driver's errors raised as SQLAlchemy raises them (a DBAPIError of the right kind):
+    the writer runs a deadlock's victim again and tells a full disk from a bad statement,
+    the API answers 503, as for any statement that went through SQLAlchemy."""
+    base: type[Exception] = connection.dialect.loaded_dbapi.Error
+    try:
+        yield
+    except base as exc:
+        raise DBAPIError.instance(statement, None, exc, base) from exc
+
+
 def insert_signals(
     connection: Connection, signals: Sequence[tuple[Signal, datetime]]
 ) -> list[int | None]:
     """Insert each ``(signal, stored_at)`` unless its id or idempotency key is stored; each
     one's new sequence number, or None where it was skipped."""
+    with driver_errors(connection, "INSERT INTO signals"):
+        return _insert_signals(connection, signals)
+
+
+def _insert_signals(
+    connection: Connection, signals: Sequence[tuple[Signal, datetime]]
+) -> list[int | None]:
     driver: Any = connection.connection.driver_connection
     if connection.dialect.name == "sqlite":
         cursor = driver.cursor()
@@ -89,17 +109,20 @@ class Raw:
     every driver."""
 
     def __init__(self, connection: Connection) -> None:
+        self.connection = connection
         self.driver: Any = connection.connection.driver_connection
         self.sqlite = connection.dialect.name == "sqlite"
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         cursor = self.driver.cursor()
-        cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
+        with driver_errors(self.connection, sql):
+            cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
         return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         cursor = self.driver.cursor()
-        cursor.executemany(sql if self.sqlite else sql.replace("?", "%s"), rows)
+        with driver_errors(self.connection, sql):
+            cursor.executemany(sql if self.sqlite else sql.replace("?", "%s"), rows)
         cursor.close()
 
     def instant(self, value: datetime) -> Any:
@@ -131,7 +154,7 @@ def backlog_free_position(
     if row is None:
         return None
     position, since = row
-    if not binds:
+    if not binds or max(position, since) >= below - 1:  # (nothing lies in between)
         return int(position)
     marks = ", ".join("?" * len(binds))
     cursor = raw.execute(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -36,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from daemon.store.errors import WriterClosed
+from daemon.store.fast_path import Raw
 
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741
@@ -114,29 +114,20 @@ def _transaction(connection: Connection, durable: bool) -> Iterator[None]:
                 connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
             yield
         return
-    driver: Any = connection.connection.driver_connection
-    _on_driver(driver, "BEGIN IMMEDIATE")
+    raw = Raw(connection)
+    raw.execute("BEGIN IMMEDIATE").close()
     try:
         yield
     except BaseException:
         if connection.in_transaction():
             connection.rollback()
-        elif driver.in_transaction:
-            _on_driver(driver, "ROLLBACK")
+        elif raw.driver.in_transaction:
+            raw.execute("ROLLBACK").close()
         raise
     if connection.in_transaction():
         connection.commit()
     else:
-        _on_driver(driver, "COMMIT")
-
-
-def _on_driver(driver: Any, statement: str) -> None:
-    """Run ``statement`` on the sqlite3 connection; its errors as SQLAlchemy would raise
-    them (a full disk is an OperationalError to the writer and to the API alike)."""
-    try:
-        driver.execute(statement)
-    except sqlite3.Error as exc:
-        raise DBAPIError.instance(statement, (), exc, sqlite3.Error) from exc
+        raw.execute("COMMIT").close()
 
 
 class Writer:
