@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import JSON
+from sqlalchemy import JSON, Table
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -36,10 +36,28 @@ _ATTRIBUTES = attrgetter(
     *(("signal_class" if n == "class" else n) for n in WRITTEN_COLUMNS if n != "stored_at")
 )
 _STORED_AT = WRITTEN_COLUMNS.index("stored_at")
-_JSON_AT = tuple(i for i, n in enumerate(WRITTEN_COLUMNS) if isinstance(signals.c[n].type, JSON))
-_INSTANTS_AT = tuple(
-    i for i, n in enumerate(WRITTEN_COLUMNS) if isinstance(signals.c[n].type, UTCDateTime)
-)
+
+
+class Encoding:
+    """How a row of ``table``'s columns ``names`` is written on the driver: the JSON
+    columns as compact text, the instants as the column type stores them (SQLite: UTC
+    text)."""
+
+    def __init__(self, table: Table, names: Sequence[str]) -> None:
+        kinds = [table.c[name].type for name in names]
+        self.json_at = tuple(i for i, kind in enumerate(kinds) if isinstance(kind, JSON))
+        self.instants_at = tuple(i for i, kind in enumerate(kinds) if isinstance(kind, UTCDateTime))
+
+    def encode(self, values: list[Any], instant: Callable[[datetime], Any]) -> list[Any]:
+        for i in self.json_at:
+            values[i] = json_text(values[i])
+        for i in self.instants_at:
+            if values[i] is not None:
+                values[i] = instant(values[i])
+        return values
+
+
+_ENCODING = Encoding(signals, WRITTEN_COLUMNS)
 _SQLITE_INSERT = (
     f"INSERT INTO signals ({_COLUMNS}) VALUES ({', '.join(['?'] * len(WRITTEN_COLUMNS))})"
     " ON CONFLICT DO NOTHING RETURNING seq"
@@ -199,11 +217,7 @@ def _values(
 ) -> tuple[Any, ...]:
     values = list(_ATTRIBUTES(signal))
     values.insert(_STORED_AT, stored_at)
-    for i in _JSON_AT:
-        values[i] = json_text(values[i])
-    for i in _INSTANTS_AT:
-        values[i] = instant(values[i])
-    return tuple(values)
+    return tuple(_ENCODING.encode(values, instant))
 
 
 def memo(format_instant: Callable[[datetime], Any]) -> Callable[[datetime], Any]:

@@ -10,24 +10,19 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import JSON
 from sqlalchemy.engine import Connection
 
-from daemon.core.json_text import json_text
 from daemon.core.likeness import normalize_text
 from daemon.core.records import CURRENT_MARK_STATES, Mark
-from daemon.store.fast_path import Raw, memo
-from daemon.store.tables import MarkTable, UTCDateTime
+from daemon.store.fast_path import Encoding, Raw, memo
+from daemon.store.tables import MarkTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
 
 _COLUMNS = tuple(c.name for c in marks.c)
 _FIELDS = attrgetter(*(name for name in _COLUMNS if name != "fingerprint"))
 _FINGERPRINT_AT = _COLUMNS.index("fingerprint")
-_JSON_AT = tuple(i for i, name in enumerate(_COLUMNS) if isinstance(marks.c[name].type, JSON))
-_INSTANTS_AT = tuple(
-    i for i, name in enumerate(_COLUMNS) if isinstance(marks.c[name].type, UTCDateTime)
-)
+_ENCODING = Encoding(marks, _COLUMNS)
 _INSERT = (
     f"INSERT INTO memory_marks ({', '.join(_COLUMNS)})"
     f" VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT DO NOTHING"
@@ -59,12 +54,7 @@ def insert_marks(connection: Connection, new: Sequence[Mark]) -> None:
     for mark in new:
         values: list[Any] = list(_FIELDS(mark))
         values.insert(_FINGERPRINT_AT, fingerprint(mark.subject, mark.observation))
-        for i in _JSON_AT:
-            values[i] = json_text(values[i])
-        for i in _INSTANTS_AT:
-            if values[i] is not None:
-                values[i] = instant(values[i])
-        rows.append(values)
+        rows.append(_ENCODING.encode(values, instant))
     raw.executemany(_INSERT, rows)
 
 
