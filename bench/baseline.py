@@ -96,20 +96,26 @@ class ObservationFloor:
         self.connection.close()
 
     def paired(self, raw: RawSQLite, per_commit: int, seconds: float) -> tuple[Run, Run]:
-        """Raw and floor commits, alternately, for ``seconds``: (raw, floor) as runs, the
-        floor's counted in observations."""
-        raw_time = floor_time = 0.0
+        """Raw and floor commits, alternately, for ``seconds``: (raw, floor) as runs (each
+        with its CPU time), the floor's counted in observations."""
+        raw_time = floor_time = raw_cpu = floor_cpu = 0.0
         raw_count = floor_count = 0
         deadline = time.perf_counter() + seconds
         while (begun := time.perf_counter()) < deadline:
+            cpu = time.process_time()
             raw.commit()
-            between = time.perf_counter()
+            between, cpu_between = time.perf_counter(), time.process_time()
             self.commit(per_commit)
             raw_time += between - begun
             floor_time += time.perf_counter() - between
+            raw_cpu += cpu_between - cpu
+            floor_cpu += time.process_time() - cpu_between
             raw_count += 1
             floor_count += per_commit
-        return Run(raw_count, raw_time), Run(floor_count, floor_time)
+        return (
+            Run(raw_count, raw_time, cpu=raw_cpu),
+            Run(floor_count, floor_time, cpu=floor_cpu),
+        )
 
     def commit(self, per_commit: int) -> None:
         execute = self.connection.execute

@@ -243,7 +243,8 @@ def paired_ratio(run: Run) -> float:
 
 def cpu_figure(name: str, rounds: Sequence[Bracketed]) -> Figure:
     values = [r.run.cpu_ms for r in rounds]
-    shown = over_rounds(f"{name}: CPU/signal", [v for v in values if v is not None], "ms")
+    per = "request" if name in (BARE, HEALTH) else "signal"
+    shown = over_rounds(f"{name}: CPU/{per}", [v for v in values if v is not None], "ms")
     ceiling = CPU_GOALS.get(name)
     if ceiling is None:
         return shown
@@ -266,6 +267,7 @@ def figures(measured: Rounds) -> list[Figure]:
                 over_rounds(
                     f"{name} / raw 1-row, paired", [paired_ratio(r.run) for r in rounds], "x"
                 ),
+                cpu_figure(name, rounds),
             ]
             continue
         shown += rate_figures(name, UNITS[name], rounds)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import JSON, Table
 from sqlalchemy.engine import Connection
@@ -68,16 +68,15 @@ _POSTGRESQL_INSERT = (
 )
 
 
-@contextmanager
-def driver_errors(connection: Connection, statement: str = "") -> Iterator[None]:
-    """The driver's errors raised as SQLAlchemy raises them (a DBAPIError of the right kind):
-    the writer runs a deadlock's victim again and tells a full disk from a bad statement,
-    the API answers 503, as for any statement that went through SQLAlchemy."""
+def raise_as_sqlalchemy(connection: Connection, statement: str, exc: Exception) -> NoReturn:
+    """Raise the driver's error as SQLAlchemy raises it (a DBAPIError of the right kind): the
+    writer runs a deadlock's victim again and tells a full disk from a bad statement, the
+    API answers 503, as for any statement that went through SQLAlchemy. Anything else goes
+    on as it is."""
     base: type[Exception] = connection.dialect.loaded_dbapi.Error
-    try:
-        yield
-    except base as exc:
+    if isinstance(exc, base):
         raise DBAPIError.instance(statement, None, exc, base) from exc
+    raise exc
 
 
 def insert_signals(
@@ -85,8 +84,10 @@ def insert_signals(
 ) -> list[int | None]:
     """Insert each ``(signal, stored_at)`` unless its id or idempotency key is stored; each
     one's new sequence number, or None where it was skipped."""
-    with driver_errors(connection, "INSERT INTO signals"):
+    try:
         return _insert_signals(connection, signals)
+    except Exception as exc:
+        raise_as_sqlalchemy(connection, "INSERT INTO signals", exc)
 
 
 def _insert_signals(
@@ -133,14 +134,18 @@ class Raw:
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         cursor = self.driver.cursor()
-        with driver_errors(self.connection, sql):
+        try:  # (no context manager: a generator's costs more than the statement)
             cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
+        except Exception as exc:
+            raise_as_sqlalchemy(self.connection, sql, exc)
         return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         cursor = self.driver.cursor()
-        with driver_errors(self.connection, sql):
+        try:
             cursor.executemany(sql if self.sqlite else sql.replace("?", "%s"), rows)
+        except Exception as exc:
+            raise_as_sqlalchemy(self.connection, sql, exc)
         cursor.close()
 
     def instant(self, value: datetime) -> Any:
