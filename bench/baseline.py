@@ -4,8 +4,9 @@ is one fsync, so its rate is what this disk allows a writer that waits for durab
 row at a time; it drifts with the machine's load, which is why it is measured again right
 before and right after every figure (see :mod:`bench.rounds`).
 
-Beside it, :class:`ObservationFloor`: the same disk doing only the rows an observation must
-write, which bounds from above what any bus can reach here.
+Beside it, :class:`ObservationFloor`: the least any bus could do per observation on this
+disk, on the store's real schema of the day, measured *paired* with the raw commit (one raw
+commit, then one floor commit, alternately, so the disk's drift falls on both alike).
 """
 
 from __future__ import annotations
@@ -15,13 +16,18 @@ import itertools
 import json
 import sqlite3
 import time
+from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.harness import Run
+from sqlalchemy import JSON
+
+from bench.harness import SUBJECTS, Run
+from daemon.store.migrate import upgrade
+from daemon.store.tables import MarkTable, SignalTable
 
 # About as long as a stored signal, so a commit writes what an emit writes.
 ROW = f"a row about as long as a stored signal {'x' * 200}"
-MARKS_LATER_BATCH = 64
 
 
 class RawSQLite:
@@ -36,109 +42,171 @@ class RawSQLite:
     def close(self) -> None:
         self.connection.close()
 
+    def commit(self) -> None:
+        self.connection.execute("BEGIN IMMEDIATE")
+        self.connection.execute("INSERT INTO raw (body) VALUES (?)", (ROW,))
+        self.connection.execute("COMMIT")
+
     def commits(self, seconds: float) -> Run:
-        """Commit one row at a time for ``seconds``; the latency of each commit."""
+        """Commit one row at a time for ``seconds``; the latency and CPU of each commit."""
         latencies = []
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         deadline = started + seconds
         while (begun := time.perf_counter()) < deadline:
-            self.connection.execute("BEGIN IMMEDIATE")
-            self.connection.execute("INSERT INTO raw (body) VALUES (?)", (ROW,))
-            self.connection.execute("COMMIT")
+            self.commit()
             latencies.append(time.perf_counter() - begun)
-        return Run(len(latencies), time.perf_counter() - started, latencies)
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return Run(len(latencies), elapsed, latencies, cpu)
+
+
+def _table_sql(table: str, columns: list[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+_SIGNAL_COLUMNS = [c.name for c in SignalTable.__table__.c if c.name != "seq"]  # type: ignore[attr-defined]
+_MARK_COLUMNS = [c.name for c in MarkTable.__table__.c]  # type: ignore[attr-defined]
+_MARK_JSON = {c.name for c in MarkTable.__table__.c if isinstance(c.type, JSON)}  # type: ignore[attr-defined]
 
 
 class ObservationFloor:
-    """The least any bus could do per observation on this disk, as plain ``sqlite3`` with
-    no validation, no event loop and no threads: append the signal (its id unique, indexed
-    by type and sequence), look its fingerprint up among the marks, insert the mark, and
-    commit ``per_commit`` of them at a time (1 is one emitter; 8 is eight emitters' group
-    commit at its best). The tables are narrower than the store's and have fewer indexes, so
-    this is an upper bound: a design on top of it can only be slower.
+    """Plain ``sqlite3`` on a store migrated to the real schema, doing only what an
+    observation must: append the signal (every column the log keeps), look its fingerprint
+    up and read the subject's recent marks through the marks' index, insert the mark (every
+    column, its text queued for the index by the schema's own trigger), move the cursor;
+    ``per_commit`` of them to a commit (1 is one emitter; 8 is eight emitters' group commit
+    at its best). No validation, no event loop, no threads: a bus on this schema can only
+    be slower.
 
-    With ``marks_later``, the floor of the other design: each durable commit carries only
-    the signals, and the marks follow in batches of :data:`MARKS_LATER_BATCH` in commits
-    that do not wait for fsync (the next durable commit flushes them). An acknowledgement
-    then no longer means the mark is there."""
+    :meth:`paired` alternates one raw commit (:class:`RawSQLite`) with one floor commit, so
+    both see the same disk at the same moments; the ratio of their rates is the floor's
+    share of the raw commit, free of the drift between two separate measurements."""
 
     def __init__(self, path: Path) -> None:
+        upgrade(f"sqlite:///{path}")
         self.connection = sqlite3.connect(path, isolation_level=None)
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
-        self.connection.executescript(
-            """
-            CREATE TABLE signals (seq INTEGER PRIMARY KEY, id TEXT UNIQUE, type TEXT,
-                                  payload TEXT, stored_at TEXT);
-            CREATE INDEX ix_signals_type_seq ON signals (type, seq);
-            CREATE TABLE marks (id TEXT PRIMARY KEY, subject TEXT, observation TEXT,
-                                fingerprint TEXT, evidence TEXT, strength REAL,
-                                created_at TEXT);
-            CREATE INDEX ix_marks_fingerprint ON marks (fingerprint);
-            CREATE TABLE cursors (receptor TEXT PRIMARY KEY, position INTEGER);
-            INSERT INTO cursors VALUES ('observation', 0);
-            """
+        self.connection.execute(
+            "INSERT INTO receptor_cursors (receptor, binds, since, position, updated_at)"
+            " VALUES ('observation', '[\"memory.observation\"]', 0, 0, '2026-12-02 00:00:00')"
         )
         self.numbers = itertools.count()
 
     def close(self) -> None:
         self.connection.close()
 
-    def observations(self, per_commit: int, seconds: float, *, marks_later: bool = False) -> Run:
-        execute = self.connection.execute
-        count = 0
-        unmarked: list[tuple[int, str, dict[str, str], str]] = []
-        started = time.perf_counter()
-        deadline = started + seconds
-        while time.perf_counter() < deadline:
-            execute("BEGIN IMMEDIATE")
-            for _ in range(per_commit):
-                n = next(self.numbers)
-                signal_id = f"signal-{n}"
-                payload = {"subject": f"topic{n % 1000}", "observation": f"observation {n}"}
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-                (seq,) = execute(
-                    "INSERT INTO signals (id, type, payload, stored_at) VALUES (?, ?, ?, ?)"
-                    " RETURNING seq",
-                    (signal_id, "memory.observation", json.dumps(payload), stamp),
-                ).fetchone()
-                unmarked.append((seq, signal_id, payload, stamp))
-            if not marks_later:
-                self._mark(unmarked)
-                unmarked = []
-            execute("COMMIT")
-            count += per_commit
-            if len(unmarked) >= MARKS_LATER_BATCH:
-                self._mark_without_fsync(unmarked)
-                unmarked = []
-        if unmarked:
-            self._mark_without_fsync(unmarked)
-        return Run(count, time.perf_counter() - started)
+    def paired(self, raw: RawSQLite, per_commit: int, seconds: float) -> tuple[Run, Run]:
+        """Raw and floor commits, alternately, for ``seconds``: (raw, floor) as runs (each
+        with its CPU time), the floor's counted in observations."""
+        raw_time = floor_time = raw_cpu = floor_cpu = 0.0
+        raw_count = floor_count = 0
+        deadline = time.perf_counter() + seconds
+        while (begun := time.perf_counter()) < deadline:
+            cpu = time.process_time()
+            raw.commit()
+            between, cpu_between = time.perf_counter(), time.process_time()
+            self.commit(per_commit)
+            raw_time += between - begun
+            floor_time += time.perf_counter() - between
+            raw_cpu += cpu_between - cpu
+            floor_cpu += time.process_time() - cpu_between
+            raw_count += 1
+            floor_count += per_commit
+        return (
+            Run(raw_count, raw_time, cpu=raw_cpu),
+            Run(floor_count, floor_time, cpu=floor_cpu),
+        )
 
-    def _mark_without_fsync(self, unmarked: list[tuple[int, str, dict[str, str], str]]) -> None:
+    def commit(self, per_commit: int) -> None:
         execute = self.connection.execute
-        execute("PRAGMA synchronous=NORMAL")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         execute("BEGIN IMMEDIATE")
-        self._mark(unmarked)
-        execute("COMMIT")
-        execute("PRAGMA synchronous=FULL")
-
-    def _mark(self, unmarked: list[tuple[int, str, dict[str, str], str]]) -> None:
-        execute = self.connection.execute
-        for _, signal_id, payload, stamp in unmarked:
-            fingerprint = hashlib.sha256(payload["observation"].encode()).hexdigest()
-            execute("SELECT id FROM marks WHERE fingerprint = ? LIMIT 1", (fingerprint,))
+        seq = 0
+        for _ in range(per_commit):
+            n = next(self.numbers)
+            subject = f"bench.area{n % SUBJECTS // 20}.topic{n % 20}"
+            text = f"observation number {n} about this topic"
+            signal_id = f"{time.time_ns():032x}"
+            payload = {"subject": subject, "observation": text, "evidence": {"note": "b"}}
+            signal = {
+                "id": signal_id,
+                "type": "memory.observation",
+                "class": "knowledge",
+                "source_layer": "agent",
+                "source_id": "bench",
+                "workspace_id": "default",
+                "intensity": 0.7,
+                "decay_rate": 1209600.0,
+                "cascade_potential": 0,
+                "payload": json.dumps(payload, separators=(",", ":")),
+                "affinity": "[]",
+                "emitted_at": stamp,
+                "stored_at": stamp,
+            }
+            (seq,) = execute(
+                _table_sql("signals", _SIGNAL_COLUMNS) + " RETURNING seq",
+                [signal.get(c) for c in _SIGNAL_COLUMNS],
+            ).fetchone()
+            fingerprint = hashlib.sha256(f"{subject}\x1f{text}".encode()).hexdigest()[:32]
             execute(
-                "INSERT INTO marks VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    f"mark-{signal_id}",
-                    payload["subject"],
-                    payload["observation"],
-                    fingerprint,
-                    json.dumps({"signal_ids": [signal_id]}),
-                    0.5,
-                    stamp,
-                ),
+                "SELECT id FROM memory_marks WHERE workspace_id = ? AND subject = ?"
+                " AND fingerprint = ? AND state IN ('active', 'withered', 'promoted') LIMIT 1",
+                ("default", subject, fingerprint),
+            ).fetchall()
+            execute(
+                "SELECT id, observation FROM memory_marks WHERE workspace_id = ? AND"
+                " subject = ? AND state IN ('active', 'withered', 'promoted')"
+                " ORDER BY last_reinforced_at DESC LIMIT 10",
+                ("default", subject),
+            ).fetchall()
+            mark = {
+                "id": f"mk_{signal_id}",
+                "workspace_id": "default",
+                "subject": subject,
+                "observation": text,
+                "fingerprint": fingerprint,
+                "evidence": {"note": "b", "signal_ids": [signal_id]},
+                "initial_strength": 0.7,
+                "half_life_days": 14.0,
+                "observed_by": "bench",
+                "first_observed_at": stamp,
+                "last_reinforced_at": stamp,
+                "reinforcement_count": 0,
+                "affinity": [],
+                "substrate_refs": [],
+                "state": "active",
+                "provenance": "observed",
+                "created_at": stamp,
+                "updated_at": stamp,
+            }
+            execute(
+                _table_sql("memory_marks", _MARK_COLUMNS),
+                [
+                    json.dumps(mark.get(c), separators=(",", ":"))
+                    if c in _MARK_JSON
+                    else mark.get(c)
+                    for c in _MARK_COLUMNS
+                ],
             )
-        last_seq = unmarked[-1][0]
-        execute("UPDATE cursors SET position = ? WHERE receptor = 'observation'", (last_seq,))
+        execute(
+            "UPDATE receptor_cursors SET position = ?, updated_at = ? WHERE receptor = ?",
+            (seq, stamp, "observation"),
+        )
+        execute("COMMIT")
+
+
+def floor_pages(path: Path, per_commit: int, commits: int) -> float:
+    """Pages the floor writes to the write-ahead log per observation (a reader holds the
+    first snapshot, so no checkpoint starts the log over)."""
+    floor = ObservationFloor(path)
+    with closing(sqlite3.connect(path)) as reader:
+        page_size: int = reader.execute("PRAGMA page_size").fetchone()[0]
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM signals").fetchone()
+        wal = path.with_name(f"{path.name}-wal")
+        before = wal.stat().st_size
+        for _ in range(commits):
+            floor.commit(per_commit)
+        frames = (wal.stat().st_size - before) / (24 + page_size)
+    floor.close()
+    return frames / (commits * per_commit)

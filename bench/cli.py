@@ -14,7 +14,6 @@ per ``GET /v1/health`` (what ``cambium status`` and Loom ask).
 from __future__ import annotations
 
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.harness import scratch
+from bench.harness import process_cpu, scratch
 from bench.report import Figure, Part, at_most, main_for
 from daemon.client import Client
 from daemon.testing import CAMBIUM, DaemonHome
@@ -83,20 +82,13 @@ def _timed(run: Callable[[], None]) -> tuple[float, float]:
 
 def _health_cpu_ms(home: DaemonHome) -> float:
     assert home.process is not None
-    stat = Path(f"/proc/{home.process.pid}/stat")
-    ticks = os.sysconf("SC_CLK_TCK")
-
-    def cpu() -> float:
-        # Fields after the command name (which may hold spaces): utime and stime are 12, 13.
-        fields = stat.read_text(encoding="ascii").rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
-
+    pid = home.process.pid
     with Client(home.socket) as client:
         client.health()
-        before = cpu()
+        before = process_cpu(pid)
         for _ in range(HEALTH_REQUESTS):
             client.health()
-        return (cpu() - before) / HEALTH_REQUESTS * 1000
+        return (process_cpu(pid) - before) / HEALTH_REQUESTS * 1000
 
 
 def run() -> Part:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import socket
 import tempfile
@@ -90,6 +91,14 @@ class UnixHTTP:
         return json.loads(body)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system, every thread) process ``pid`` has spent so far."""
+    # Fields after the command name (which may hold spaces): utime and stime are 12, 13.
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_drained(socket: Path, poll: float = 0.01) -> None:
     """Until the daemon's health shows no pending delivery."""
     client = UnixHTTP(socket)
@@ -103,15 +112,24 @@ def wait_drained(socket: Path, poll: float = 0.01) -> None:
 @dataclass(frozen=True)
 class Run:
     """One measurement: ``count`` operations done in ``seconds``, with the latency of each
-    where it was timed (empty where only the rate matters)."""
+    where it was timed (empty where only the rate matters), and the CPU time the measured
+    process spent on them (user and system, every thread; None where not measured)."""
 
     count: int
     seconds: float
     latencies: list[float] = field(default_factory=list)
+    cpu: float | None = None
+    # A baseline measured paired with this run (alternately, in the same seconds).
+    baseline: Run | None = None
 
     @property
     def rate(self) -> float:
         return self.count / self.seconds
+
+    @property
+    def cpu_ms(self) -> float | None:
+        """CPU milliseconds per operation."""
+        return None if self.cpu is None else self.cpu / self.count * 1000
 
 
 def on_threads(clients: int, work: Callable[[], T]) -> list[T]:

@@ -47,6 +47,8 @@ class Bracketed:
             "rate": self.run.rate,
             "count": self.run.count,
             "seconds": self.run.seconds,
+            "cpu_ms": self.run.cpu_ms,
+            "paired_baseline": None if self.run.baseline is None else self.run.baseline.rate,
             "baseline_before": self.before.rate,
             "baseline_after": self.after.rate,
             "ratio": self.ratio,
@@ -71,13 +73,11 @@ def round_robin(
     return measured
 
 
-def rate_figures(
-    name: str, unit: str, rounds: Sequence[Bracketed], goal: float | None = None
-) -> list[Figure]:
-    """The rate, absolute and as a ratio to its brackets (with ``goal`` for the ratio)."""
+def rate_figures(name: str, unit: str, rounds: Sequence[Bracketed]) -> list[Figure]:
+    """The rate, absolute and as a ratio to its brackets."""
     return [
         over_rounds(name, [r.run.rate for r in rounds], unit),
-        over_rounds(f"{name} / raw 1-row", [r.ratio for r in rounds], "x", goal),
+        over_rounds(f"{name} / raw 1-row", [r.ratio for r in rounds], "x"),
     ]
 
 

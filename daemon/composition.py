@@ -2,9 +2,10 @@
 
 The memory's layers, the receptors (and consolidation's extractor), the bus, the rhythm
 scheduler, the command path and the app (the API with Loom's pages mounted beside it,
-behind the body limit; the TCP door behind the token too). Nothing here runs:
-:mod:`daemon.process` runs what :func:`compose` built (sockets, lifetimes, signals,
-sd_notify). Everything that can be refused is refused here, before anything is touched.
+behind the daemon's door, :mod:`daemon.api.ingress`; the TCP door behind the token too).
+Nothing here runs: :mod:`daemon.process` runs what :func:`compose` built (sockets,
+lifetimes, signals, sd_notify). Everything that can be refused is refused here, before
+anything is touched.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp
 
 from daemon.api.app import create_app
-from daemon.api.guards import BodyLimit, RequireToken
+from daemon.api.ingress import Ingress
 from daemon.bus import Receptor, RetryPolicy, SignalBus
 from daemon.config import Config, ConfigError
 from daemon.core.clock import Clock
@@ -96,11 +97,12 @@ def build_receptors(
     ]
 
 
-def build_app(services: Services, max_request_bytes: int) -> ASGIApp:
-    """The API with Loom's pages beside it, as the Unix socket serves them."""
+def build_app(services: Services, max_request_bytes: int) -> Ingress:
+    """The API with Loom's pages beside it, behind the daemon's door, as the Unix socket
+    serves them (``with_token``: as loopback TCP does)."""
     app = create_app(services)
     mount_loom(app, services)
-    return BodyLimit(app, max_request_bytes)
+    return Ingress(app, services, max_request_bytes)
 
 
 @dataclass
@@ -153,4 +155,4 @@ def compose(config: Config, clock: Clock) -> Daemon:
         seed_rules=config.seeds,
     )
     app = build_app(services, config.ingress.max_request_bytes)
-    return Daemon(store, memory, bus, scheduler, services, app, RequireToken(app, token or ""))
+    return Daemon(store, memory, bus, scheduler, services, app, app.with_token(token or ""))

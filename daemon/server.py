@@ -100,6 +100,9 @@ def make_server(app: ASGIApp, grace_period: float) -> uvicorn.Server:
         log_config=None,
         access_log=False,
         http="httptools",
+        # Nothing stands in front of the daemon: no proxy's headers to believe (and no
+        # middleware to pay for on every request).
+        proxy_headers=False,
         timeout_graceful_shutdown=max(1, int(grace_period)),
     )
     return _Server(config)

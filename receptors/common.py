@@ -4,20 +4,22 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from daemon.bus import PayloadError
 from daemon.core.errors import field_errors
+from daemon.core.signal import Signal
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse_payload(model: type[M], payload: dict[str, Any]) -> M:
-    """Validate a signal payload against a receptor's contract."""
+def parse_payload(model: type[M], signal: Signal) -> M:
+    """Validate a signal's payload against a receptor's contract (once: a payload the edge
+    checked is not checked again)."""
     try:
-        return model.model_validate(payload)
+        return signal.payload_as(model)
     except ValidationError as exc:
         errors = field_errors(exc.errors())
         first, rest = errors[0], errors[1:]

@@ -99,7 +99,7 @@ class ConsolidationReceptor(Receptor):
         self.similarity = similarity
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
-        payload = parse_payload(Consolidate, signal.payload)
+        payload = parse_payload(Consolidate, signal)
         if payload.through is not None:
             days = await anyio.to_thread.run_sync(self.daily.unconsolidated_days, payload.through)
         else:

@@ -36,7 +36,7 @@ class DailyNoteReceptor(Receptor):
         self.zone = zone
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
-        payload = parse_payload(DailyNote, signal.payload)
+        payload = parse_payload(DailyNote, signal)
         day = payload.date or signal.emitted_at.astimezone(self.zone).date()
         checkpoint = delivery.checkpoint or {}
         if CHECKPOINT in checkpoint:

@@ -44,7 +44,7 @@ class DigestReceptor(Receptor):
         self.wither_days = wither_days
 
     async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
-        payload = parse_payload(SeedDigest, signal.payload)
+        payload = parse_payload(SeedDigest, signal)
         day = payload.date or signal.emitted_at.astimezone(self.zone).date()
         if delivery.checkpoint is None:
             lines = await self.store.write(lambda tx: self._digest(tx, signal))

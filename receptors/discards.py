@@ -20,7 +20,7 @@ class DiscardReceptor(StoreReceptor):
     binds: ClassVar[frozenset[str]] = frozenset({signal_types.DELIVERY_DISCARDED})
 
     def apply(self, tx: Tx, signal: Signal) -> None:
-        asked = parse_payload(DeliveryDiscarded, signal.payload)
+        asked = parse_payload(DeliveryDiscarded, signal)
         tx.signals.discard_dead(
             asked.signal_id, asked.receptor, signal.source_id, signal.emitted_at, signal.id
         )

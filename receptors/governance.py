@@ -64,7 +64,7 @@ class GovernanceReceptor(Receptor):
         if signal.type != signal_types.FORGET:
             await delivery.commit(lambda tx: self.apply(tx, signal))
             return
-        asked = parse_payload(Forget, signal.payload)
+        asked = parse_payload(Forget, signal)
         target = ForgetTarget(subject=asked.subject, mark_id=asked.mark_id)
         planned = await self.store.read(
             lambda tx: _refusing(lambda: to_forget(tx, signal.workspace_id, target, asked.reason))
@@ -89,9 +89,9 @@ class GovernanceReceptor(Receptor):
     def apply(self, tx: Tx, signal: Signal) -> None:
         def applied() -> object:
             if signal.type == signal_types.MARK_CORRECTED:
-                corrected = parse_payload(MarkCorrected, signal.payload)
+                corrected = parse_payload(MarkCorrected, signal)
                 return correct(tx, signal, corrected.mark_id, corrected.text, corrected.reason)
-            retracted = parse_payload(MarkRetracted, signal.payload)
+            retracted = parse_payload(MarkRetracted, signal)
             return retract(tx, signal, retracted.mark_id, retracted.reason)
 
         _refusing(applied)

@@ -13,7 +13,6 @@ reinforced marks (:func:`daemon.core.likeness.is_near_copy`), a bounded read; a 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,32 +35,25 @@ def near_copies(tx: Tx, wanted: Sequence[Wanted], threshold: float) -> list[Mark
     withered or promoted) under the same subject with the same words (found by fingerprint,
     however long the history), else, when ``threshold`` is below 1, the oldest of the
     subject's recent marks it nearly copies; or None."""
-    prints = [fingerprint(w.subject, w.observation) for w in wanted]
-    oldest = tx.marks.oldest_by_fingerprint({w.workspace for w in wanted}, sorted(set(prints)))
-    matched = [oldest.get((w.workspace, p)) for w, p in zip(wanted, prints, strict=True)]
-    if threshold < 1:
-        candidates = _recent(tx, [w for w, m in zip(wanted, matched, strict=True) if m is None])
-        for index, item in enumerate(wanted):
-            if matched[index] is None:
-                matched[index] = next(
-                    (
-                        mark_id
-                        for mark_id, text in candidates.get((item.workspace, item.subject), [])
-                        if is_near_copy(item.observation, text, threshold)
-                    ),
-                    None,
-                )
-    marks = {m.id: m for m in tx.marks.get_many([i for i in matched if i])}
-    return [marks.get(i) if i else None for i in matched]
-
-
-def _recent(tx: Tx, wanted: Sequence[Wanted]) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    """(id, text) of the recent marks under each wanted subject, oldest first."""
-    by_workspace: dict[str, set[str]] = defaultdict(set)
+    marks = tx.marks
+    recent: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    matched: list[str | None] = []
     for item in wanted:
-        by_workspace[item.workspace].add(item.subject)
-    found: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for workspace, subjects in by_workspace.items():
-        texts = tx.marks.recent_texts(workspace, list(subjects), CANDIDATES_PER_SUBJECT)
-        found.update(((workspace, subject), pairs) for subject, pairs in texts.items())
-    return found
+        print_ = fingerprint(item.subject, item.observation)
+        found = marks.oldest_with_fingerprint(item.workspace, item.subject, print_)
+        if found is None and threshold < 1:
+            key = (item.workspace, item.subject)
+            candidates = recent.get(key)
+            if candidates is None:
+                candidates = recent[key] = marks.recent_texts(
+                    item.workspace, item.subject, CANDIDATES_PER_SUBJECT
+                )
+            found = next(
+                (i for i, text in candidates if is_near_copy(item.observation, text, threshold)),
+                None,
+            )
+        matched.append(found)
+    if not any(matched):
+        return [None] * len(wanted)
+    by_id = {m.id: m for m in marks.get_many([i for i in matched if i])}
+    return [by_id.get(i) if i else None for i in matched]

@@ -48,7 +48,7 @@ class ObservationReceptor(StoreReceptor):
         observed = []
         for index, signal in enumerate(signals):
             try:
-                observed.append((signal, parse_payload(Observation, signal.payload)))
+                observed.append((signal, parse_payload(Observation, signal)))
             except PayloadError as exc:
                 raise StoppedAt(index, exc) from exc
         stored = near_copies(

@@ -39,7 +39,7 @@ class SeedReceptor(StoreReceptor):
             return
         try:
             if signal.type == signal_types.SEED_REVIEWED:
-                reviewed = parse_payload(SeedReviewed, signal.payload)
+                reviewed = parse_payload(SeedReviewed, signal)
                 review(
                     tx,
                     signal.workspace_id,
@@ -50,13 +50,13 @@ class SeedReceptor(StoreReceptor):
                     self.wither_days,
                 )
             else:
-                undone = parse_payload(SeedReviewUndone, signal.payload)
+                undone = parse_payload(SeedReviewUndone, signal)
                 undo(tx, signal.workspace_id, undone.seed_id, signal.emitted_at, self.undo_hours)
         except Refused as exc:
             raise PayloadError("seed_id", str(exc)) from None
 
     def _plant(self, tx: Tx, signal: Signal) -> None:
-        payload = parse_payload(SeedPlanted, signal.payload)
+        payload = parse_payload(SeedPlanted, signal)
         try:
             check_planting(tx, signal.workspace_id, payload.proposed_change, payload.based_on_marks)
         except PlantingRefused as exc:

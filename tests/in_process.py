@@ -7,12 +7,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 from support import FAST_RETRY, T0
 
-from daemon.api.guards import RequireToken
 from daemon.bus import SignalBus
 from daemon.composition import build_app, build_receptors
 from daemon.config import parse_config
@@ -56,9 +54,9 @@ async def serving(
     ]
     async with SignalBus(store, running, workspace="home", retry=FAST_RETRY) as bus:
         services = Services(bus=bus, memory=memory, clock=lambda: T0)
-        app: Any = build_app(services, BODY_LIMIT)
+        app = build_app(services, BODY_LIMIT)
         if token:
-            app = RequireToken(app, token)
+            app = app.with_token(token)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:
             yield client

@@ -61,29 +61,39 @@ Wait = Query(0.0, ge=0.0, le=MAX_WAIT_SECONDS, description="Seconds to wait for 
     responses={200: {"description": "Already stored (duplicate)"}, 413: {}, 422: {}, 503: {}},
 )
 async def emit(request: Request) -> JSONResponse:
-    # Every emit takes this path: it reads its one parameter itself instead of through
-    # FastAPI's dependency and validation machinery (which costs more than the rest of
-    # the request), and the signal is parsed once, here, then checked against the contract
-    # of the receptor that will apply it (what would only die is not stored).
-    services: Services = request.app.state.services
+    # The daemon's own door (daemon.api.ingress) answers this before the router; the route
+    # stays for the schema and for an app served without that door.
+    wait = request.query_params.get("wait")
+    status, body = await emit_signal(request.app.state.services, await request.body(), wait)
+    return JSONResponse(body, status_code=status)
+
+
+async def emit_signal(
+    services: Services, body: bytes, wait: str | None
+) -> tuple[int, dict[str, Any]]:
+    """Emit the signal in ``body`` (``wait``: the query's parameter, as given); the status
+    and the answer. Raises what :mod:`daemon.api.problems` answers.
+
+    Every emit takes this path: it reads its one parameter itself instead of through
+    FastAPI's dependency and validation machinery (which costs more than the rest of the
+    request), and the signal is parsed once, here, then checked against the contract of the
+    receptor that will apply it (what would only die is not stored)."""
     bus = services.bus
-    wait = _wait(request.query_params.get("wait"))
-    data, allow_unrouted = _emission(await request.body())
-    signal = Signal.parse(data, now=bus.clock())
-    payload = admitted(
-        signal.type, signal.payload, routed=bus.routed, allow_unrouted=allow_unrouted
-    )
+    seconds = _wait(wait)
+    data, allow_unrouted = _emission(body)
+    signal = Signal.parse(data, now=bus.clock(), workspace=bus.workspace)
+    payload = admitted(signal, routed=bus.routed, allow_unrouted=allow_unrouted)
     if isinstance(payload, SeedPlanted):
         await _plantable(services, signal, payload)
     stored = await bus.emit(signal)
-    body: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
-    if wait:
-        body["deliveries"] = await delivery_status(services.bus, stored.id, wait)
-        if isinstance(payload, Observation) and body["deliveries"].get("observation") == (
+    answer: dict[str, Any] = {"id": stored.id, "duplicate": stored.duplicate}
+    if seconds:
+        answer["deliveries"] = await delivery_status(bus, stored.id, seconds)
+        if isinstance(payload, Observation) and answer["deliveries"].get("observation") == (
             "delivered"
         ):
-            body["mark"] = await _observed(services, stored.id)
-    return JSONResponse(body, status_code=200 if stored.duplicate else 201)
+            answer["mark"] = await _observed(services, stored.id)
+    return 200 if stored.duplicate else 201, answer
 
 
 async def _observed(services: Services, signal_id: str) -> dict[str, str] | None:

@@ -183,7 +183,7 @@ class SignalBus:
         path, the store receptors' effects with it)."""
         if not self._accepting:
             raise BusClosed("the bus is not accepting signals")
-        if "workspace_id" not in signal.model_fields_set:
+        if signal.workspace_id != self.workspace and "workspace_id" not in signal.model_fields_set:
             signal = signal.model_copy(update={"workspace_id": self.workspace})
         appended: Appended = await self.store.write_batched(
             self._inline.append, NewSignal(signal, self.clock())
@@ -195,7 +195,7 @@ class SignalBus:
     async def emit_raw(self, data: Any) -> Stored:
         """Validate untrusted input (a dict or JSON text) against the bus clock, then emit.
         Raises :class:`~daemon.core.signal.SignalRejected` and stores nothing if invalid."""
-        return await self.emit(Signal.parse(data, now=self.clock()))
+        return await self.emit(Signal.parse(data, now=self.clock(), workspace=self.workspace))
 
     async def retry(self, signal_id: str, receptor: str | None = None) -> list[str]:
         """Deliver a signal's dead deliveries again; returns the receptors revived."""

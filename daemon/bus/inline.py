@@ -44,6 +44,7 @@ class InlinePath:
         for receptor in receptors:
             for signal_type in receptor.binds:
                 self._routes.setdefault(signal_type, []).append(receptor.key)
+        self._binds = {receptor.key: receptor.binds for receptor in receptors}
         self._owned = owned  # read in the writer thread: the bus replaces the set whole
         self._clock = clock
 
@@ -53,7 +54,11 @@ class InlinePath:
         appended = [
             (s.seq, n.signal) for s, n in zip(stored, new, strict=True) if s.seq is not None
         ]
-        caught_up = self._apply(tx, appended) if appended else set()
+        caught_up: set[str] = set()
+        if appended:
+            now = self._clock()
+            caught_up = self._apply(tx, appended, now)
+            self._pass_over(tx, appended, now)
         results = [
             Appended(
                 s,
@@ -66,15 +71,28 @@ class InlinePath:
         if any(result.waiting for result in results):
             tx.signals.announce_append()
         if appended:
-            log.info("signals stored", count=len(appended), applied=sorted(caught_up))
+            log.debug("signals stored", count=len(appended), applied=sorted(caught_up))
         return results
 
-    def _apply(self, tx: Tx, appended: list[tuple[int, Signal]]) -> set[str]:
+    def _pass_over(self, tx: Tx, appended: list[tuple[int, Signal]], now: datetime) -> None:
+        """On SQLite, receptors that bind none of these signals' types, and had settled
+        everything before them, move past them in the same transaction. The workers read the log in
+        ``seq`` order, not by type, so no cursor is left far behind the head for a rare
+        type; and the cursors' rows share the page the inline receptor's move writes."""
+        if not tx.signals.single_writer:
+            # PostgreSQL: other daemons' workers and leases hold these rows too (a lock to
+            # wait for, or a deadlock); their workers move past such stretches themselves.
+            return
+        types = {signal.type for _, signal in appended}
+        idle = [key for key, binds in self._binds.items() if binds.isdisjoint(types)]
+        if idle:
+            tx.signals.pass_over(idle, appended[0][0] - 1, appended[-1][0], now)
+
+    def _apply(self, tx: Tx, appended: list[tuple[int, Signal]], now: datetime) -> set[str]:
         """Apply the just-appended signals for each store receptor that has no backlog, in
         its own savepoint with its cursor. Which receptors are caught up afterwards; for the
         others, whatever was not applied is left to their workers."""
         caught_up: set[str] = set()
-        now = self._clock()
         last = appended[-1][0]
         owned = self._owned()
         for receptor in self._inline:

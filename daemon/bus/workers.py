@@ -25,6 +25,10 @@ from daemon.store import Delivery, Store, Tx
 
 T = TypeVar("T")
 
+# A cursor this far behind the head with nothing of its receptor's to deliver in between is
+# moved to the head (one write), so the stretch is not read again at the next wake-up.
+SKIP_AHEAD = 256
+
 log = structlog.get_logger("cambium.bus")
 
 
@@ -81,10 +85,10 @@ class Worker:
                 await wake.wait()
                 continue
             try:
-                position, batch = await self.store.read(
-                    lambda tx: tx.signals.next_deliveries(key, self._batch_size)
-                )
+                position, batch, head = await self.store.read(self._next)
                 if not batch:
+                    if head - position >= SKIP_AHEAD:
+                        await self._skip_to(position, head)
                     await wake.wait()
                     # Let signals arriving together be delivered together: one transaction
                     # for many instead of one each, at the cost of this much latency.
@@ -96,6 +100,21 @@ class Worker:
             except Exception as exc:  # the store itself failed: wait, then try again
                 log.error("delivery loop error", receptor=key, error=repr(exc))
                 await pause(stop, self._retry.store_pause)
+
+    def _next(self, tx: Tx) -> tuple[int, list[Delivery], int]:
+        """The cursor, what lies after it to deliver, and (when nothing does) the log's head:
+        none of this receptor's signals lies between the two."""
+        position, batch = tx.signals.next_deliveries(self.receptor.key, self._batch_size)
+        return position, batch, position if batch else tx.signals.head()
+
+    async def _skip_to(self, position: int, head: int) -> None:
+        """Move the cursor over a stretch of the log without any of this receptor's signals
+        (the log is read in ``seq`` order, not by type: this stretch is never read again).
+        Commit order is ``seq`` order, so nothing can still appear below the head."""
+        now = self._clock()
+        await self.store.write(
+            lambda tx: tx.signals.advance(self.receptor.key, position, head, now), durable=False
+        )
 
     async def _deliver_batch(self, position: int, batch: list[Delivery]) -> _Failure | None:
         receptor = self.receptor

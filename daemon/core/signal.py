@@ -6,12 +6,13 @@ fails is refused with errors that name the field, and nothing is stored.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -19,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -28,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from daemon.core.clock import SECONDS_PER_DAY, to_utc, utcnow
 from daemon.core.errors import FieldError, describe, field_errors
+from daemon.core.json_text import json_bytes
 
 SIGNAL_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
@@ -44,6 +47,8 @@ EARLIEST_EMITTED_AT = datetime(1900, 1, 1, tzinfo=UTC)
 DEFAULT_DECAY_SECONDS = 14 * SECONDS_PER_DAY
 DEFAULT_WORKSPACE = "default"
 TOO_LARGE = "too_large"  # the pydantic error type of a payload over MAX_PAYLOAD_BYTES
+
+M = TypeVar("M", bound=BaseModel)
 
 ShortName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
 
@@ -122,20 +127,31 @@ class Signal(BaseModel):
     correlation_id: ShortName | None = None
     causation_id: ShortName | None = None
 
+    # The payload as its contract read it (see payload_as): checked at the edge, it is not
+    # checked again by the receptor that applies the signal.
+    _contract: BaseModel | None = PrivateAttr(None)
+
     @model_validator(mode="before")
     @classmethod
-    def _default_emitted_at_from_context(cls, data: Any, info: ValidationInfo) -> Any:
-        # An injected clock (validation context "now") also decides the default instant.
-        now = (info.context or {}).get("now")
-        if now is not None and isinstance(data, dict) and "emitted_at" not in data:
-            return {**data, "emitted_at": now}
-        return data
+    def _defaults_from_context(cls, data: Any, info: ValidationInfo) -> Any:
+        # An injected clock (validation context "now") also decides the default instant, and
+        # the bus's workspace (context "workspace") the default workspace: set here, the
+        # signal is never copied to change it.
+        context = info.context
+        if not context or not isinstance(data, dict):
+            return data
+        defaults = {
+            key: context[name]
+            for key, name in (("emitted_at", "now"), ("workspace_id", "workspace"))
+            if key not in data and context.get(name) is not None
+        }
+        return {**data, **defaults} if defaults else data
 
     @field_validator("payload")
     @classmethod
     def _payload_within_limits(cls, payload: dict[str, Any]) -> dict[str, Any]:
         _check_json_value(payload, depth=0)
-        size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+        size = len(json_bytes(payload))  # as the store keeps it
         if size > MAX_PAYLOAD_BYTES:
             raise PydanticCustomError(
                 TOO_LARGE,
@@ -150,9 +166,13 @@ class Signal(BaseModel):
         return checked_instant(value, info)
 
     @classmethod
-    def parse(cls, data: Any, *, now: datetime | None = None) -> Signal:
-        """Validate untrusted input (a dict or JSON text); raise :class:`SignalRejected`."""
-        context = {"now": now} if now is not None else None
+    def parse(
+        cls, data: Any, *, now: datetime | None = None, workspace: str | None = None
+    ) -> Signal:
+        """Validate untrusted input (a dict or JSON text); raise :class:`SignalRejected`.
+        ``now`` and ``workspace`` stand in for the emitter's ``emitted_at`` and
+        ``workspace_id`` where it gave none."""
+        context = {"now": now, "workspace": workspace} if now or workspace else None
         if isinstance(data, str | bytes):
             data = _json_object(data)
         try:
@@ -161,6 +181,16 @@ class Signal(BaseModel):
             details = exc.errors()
             rejected = SignalTooLarge if any(e["type"] == TOO_LARGE for e in details) else None
             raise (rejected or SignalRejected)(field_errors(details)) from None
+
+    def payload_as(self, contract: builtins.type[M]) -> M:
+        """The payload validated by ``contract`` (raising pydantic's ValidationError), once:
+        a second call for the same contract returns the first one's model."""
+        found = self._contract
+        if isinstance(found, contract) and builtins.type(found) is contract:
+            return found
+        model = contract.model_validate(self.payload)
+        self._contract = model
+        return model
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -183,11 +213,11 @@ def _json_object(text: str | bytes) -> Any:
     which one wins, so the emitter cannot know what was stored)."""
 
     def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in pairs]
-        repeated = sorted({key for key in keys if keys.count(key) > 1})
-        if repeated:
-            raise _Repeated(repeated)
-        return dict(pairs)
+        found = dict(pairs)
+        if len(found) < len(pairs):  # (rare: only then are the repeats looked for)
+            keys = [key for key, _ in pairs]
+            raise _Repeated(sorted({key for key in keys if keys.count(key) > 1}))
+        return found
 
     try:
         return json.loads(text, object_pairs_hook=no_repeats)

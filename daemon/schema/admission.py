@@ -7,13 +7,12 @@ cannot change, so a delivery refused for its payload would be dead for good."""
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from typing import Any
 
 from pydantic import ValidationError
 
 from daemon.core import signal_types
 from daemon.core.errors import FieldError, field_errors
-from daemon.core.signal import SignalRejected
+from daemon.core.signal import Signal, SignalRejected
 from daemon.schema.fields import Payload
 from daemon.schema.payloads import (
     Consolidate,
@@ -45,15 +44,13 @@ CONTRACTS: Mapping[str, type[Payload]] = {
 
 
 def admitted(
-    signal_type: str,
-    payload: dict[str, Any],
-    *,
-    routed: Container[str],
-    allow_unrouted: bool = False,
+    signal: Signal, *, routed: Container[str], allow_unrouted: bool = False
 ) -> Payload | None:
-    """``payload`` as the contract of the receptor that applies ``signal_type`` reads it
-    (None for a type without one here); raise :class:`SignalRejected` naming the field and
-    the rule if it must not be stored. ``routed``: the types the daemon's receptors bind."""
+    """The signal's payload as the contract of the receptor that applies its type reads it
+    (None for a type without one here; the receptor is handed the same, not checked again);
+    raise :class:`SignalRejected` naming the field and the rule if it must not be stored.
+    ``routed``: the types the daemon's receptors bind."""
+    signal_type = signal.type
     if signal_type not in routed:
         if allow_unrouted:
             return None
@@ -70,7 +67,7 @@ def admitted(
     if contract is None:
         return None
     try:
-        return contract.model_validate(payload)
+        return signal.payload_as(contract)
     except ValidationError as exc:
         raise SignalRejected(
             [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from daemon.schema.fields import (
     Day,
@@ -27,10 +27,10 @@ from daemon.schema.fields import (
 
 
 class Evidence(Payload):
-    signal_ids: list[Name] = []
+    signal_ids: list[Name] = Field(default_factory=list)
     daily_file: DayFile | None = None
     line_range: LineRange | None = None
-    compost_ids: list[Name] = []
+    compost_ids: list[Name] = Field(default_factory=list)
     note: Text | None = None
 
     @model_validator(mode="after")
@@ -49,7 +49,7 @@ class Observation(Payload):
     observation: Text
     evidence: Evidence
     affinity: Tags | None = None
-    substrate_refs: list[SubstrateRef] = []
+    substrate_refs: list[SubstrateRef] = Field(default_factory=list)
     provenance: Provenance = "observed"
     observed_at: EvidenceInstant | None = None  # when it was seen or said; else emitted_at
 
@@ -90,7 +90,7 @@ class SeedPlanted(Payload):
     subject: Subject
     proposed_change: Text
     target_file: TargetFile
-    based_on_marks: list[Name] = []
+    based_on_marks: list[Name] = Field(default_factory=list)
 
 
 class SeedReviewed(Payload):

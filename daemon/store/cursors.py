@@ -5,7 +5,7 @@ a receptor has a backlog) go through the driver (:mod:`daemon.store.fast_path`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Row, bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from daemon.store.fast_path import Raw, advance_cursor, backlog_free_position
+from daemon.store.fast_path import Raw, advance_cursor, backlog_free_position, pass_over
 from daemon.store.signal_rows import last_seq
 from daemon.store.sql import insert_ignoring_duplicates
 from daemon.store.tables import ReceptorCursorTable
@@ -78,6 +78,16 @@ class ReceptorCursors:
         """Move the cursor from ``position`` to ``to``; False if it was not at ``position``
         (another worker or daemon moved it: the caller's work must not count)."""
         return advance_cursor(self.connection, receptor, position, to, now)
+
+    @property
+    def single_writer(self) -> bool:
+        """Whether this store has one writer (SQLite: one daemon, one writer connection)."""
+        return self.connection.dialect.name == "sqlite"
+
+    def pass_over(self, receptors: Sequence[str], before: int, to: int, now: datetime) -> None:
+        """Move each of ``receptors`` whose cursor is at ``before`` to ``to`` (what lies
+        between is none of theirs: the caller knows the types it appended)."""
+        pass_over(self.connection, receptors, before, to, now)
 
     def backlog_free_position(self, receptor: str, binds: Iterable[str], below: int) -> int | None:
         """The receptor's cursor if none of its signals (of ``binds``) lies between it and

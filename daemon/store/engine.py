@@ -66,8 +66,11 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        # On the driver: every emit begins a transaction, and this is most of its cost.
-        connection.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+        # On the driver. The writer begins its own transactions there (a Core statement
+        # inside one then joins it, see daemon.store.writer): only begin where none is open.
+        driver: Any = connection.connection.driver_connection
+        if not driver.in_transaction:
+            driver.execute(begin)
 
     return engine
 

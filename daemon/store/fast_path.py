@@ -9,17 +9,17 @@ unchanged)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
 from operator import attrgetter
-from typing import Any
+from typing import Any, NoReturn
 
-from sqlalchemy import JSON, Select, Table
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy import JSON, Table
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
+from daemon.core.json_text import json_text
 from daemon.core.signal import Signal
 from daemon.store.signal_rows import WRITTEN_COLUMNS, signals
 from daemon.store.tables import UTCDateTime
@@ -36,10 +36,28 @@ _ATTRIBUTES = attrgetter(
     *(("signal_class" if n == "class" else n) for n in WRITTEN_COLUMNS if n != "stored_at")
 )
 _STORED_AT = WRITTEN_COLUMNS.index("stored_at")
-_JSON_AT = tuple(i for i, n in enumerate(WRITTEN_COLUMNS) if isinstance(signals.c[n].type, JSON))
-_INSTANTS_AT = tuple(
-    i for i, n in enumerate(WRITTEN_COLUMNS) if isinstance(signals.c[n].type, UTCDateTime)
-)
+
+
+class Encoding:
+    """How a row of ``table``'s columns ``names`` is written on the driver: the JSON
+    columns as compact text, the instants as the column type stores them (SQLite: UTC
+    text)."""
+
+    def __init__(self, table: Table, names: Sequence[str]) -> None:
+        kinds = [table.c[name].type for name in names]
+        self.json_at = tuple(i for i, kind in enumerate(kinds) if isinstance(kind, JSON))
+        self.instants_at = tuple(i for i, kind in enumerate(kinds) if isinstance(kind, UTCDateTime))
+
+    def encode(self, values: list[Any], instant: Callable[[datetime], Any]) -> list[Any]:
+        for i in self.json_at:
+            values[i] = json_text(values[i])
+        for i in self.instants_at:
+            if values[i] is not None:
+                values[i] = instant(values[i])
+        return values
+
+
+_ENCODING = Encoding(signals, WRITTEN_COLUMNS)
 _SQLITE_INSERT = (
     f"INSERT INTO signals ({_COLUMNS}) VALUES ({', '.join(['?'] * len(WRITTEN_COLUMNS))})"
     " ON CONFLICT DO NOTHING RETURNING seq"
@@ -50,17 +68,38 @@ _POSTGRESQL_INSERT = (
 )
 
 
+def raise_as_sqlalchemy(connection: Connection, statement: str, exc: Exception) -> NoReturn:
+    """Raise the driver's error as SQLAlchemy raises it (a DBAPIError of the right kind): the
+    writer runs a deadlock's victim again and tells a full disk from a bad statement, the
+    API answers 503, as for any statement that went through SQLAlchemy. Anything else goes
+    on as it is."""
+    base: type[Exception] = connection.dialect.loaded_dbapi.Error
+    if isinstance(exc, base):
+        raise DBAPIError.instance(statement, None, exc, base) from exc
+    raise exc
+
+
 def insert_signals(
     connection: Connection, signals: Sequence[tuple[Signal, datetime]]
 ) -> list[int | None]:
     """Insert each ``(signal, stored_at)`` unless its id or idempotency key is stored; each
     one's new sequence number, or None where it was skipped."""
+    try:
+        return _insert_signals(connection, signals)
+    except Exception as exc:
+        raise_as_sqlalchemy(connection, "INSERT INTO signals", exc)
+
+
+def _insert_signals(
+    connection: Connection, signals: Sequence[tuple[Signal, datetime]]
+) -> list[int | None]:
     driver: Any = connection.connection.driver_connection
     if connection.dialect.name == "sqlite":
         cursor = driver.cursor()
         seqs: list[int | None] = []
+        instant = memo(_sqlite_instant)
         for signal, stored_at in signals:
-            cursor.execute(_SQLITE_INSERT, _values(signal, stored_at, _sqlite_instant))
+            cursor.execute(_SQLITE_INSERT, _values(signal, stored_at, instant))
             row = cursor.fetchone()
             seqs.append(None if row is None else row[0])
         cursor.close()
@@ -69,9 +108,10 @@ def insert_signals(
         # Appends take turns fleet-wide, so the sequence is commit order for every reader:
         # no cursor can pass a number whose transaction has yet to commit.
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK_KEY,))
+        instant = memo(_aware)
         cursor.executemany(
             _POSTGRESQL_INSERT,
-            [_values(signal, stored_at, _aware) for signal, stored_at in signals],
+            [_values(signal, stored_at, instant) for signal, stored_at in signals],
             returning=True,
         )
         seqs = []
@@ -88,13 +128,25 @@ class Raw:
     every driver."""
 
     def __init__(self, connection: Connection) -> None:
+        self.connection = connection
         self.driver: Any = connection.connection.driver_connection
         self.sqlite = connection.dialect.name == "sqlite"
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         cursor = self.driver.cursor()
-        cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
+        try:  # (no context manager: a generator's costs more than the statement)
+            cursor.execute(sql if self.sqlite else sql.replace("?", "%s"), parameters)
+        except Exception as exc:
+            raise_as_sqlalchemy(self.connection, sql, exc)
         return cursor
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        cursor = self.driver.cursor()
+        try:
+            cursor.executemany(sql if self.sqlite else sql.replace("?", "%s"), rows)
+        except Exception as exc:
+            raise_as_sqlalchemy(self.connection, sql, exc)
+        cursor.close()
 
     def instant(self, value: datetime) -> Any:
         return _sqlite_instant(value) if self.sqlite else _aware(value)
@@ -125,7 +177,7 @@ def backlog_free_position(
     if row is None:
         return None
     position, since = row
-    if not binds:
+    if not binds or max(position, since) >= below - 1:  # (nothing lies in between)
         return int(position)
     marks = ", ".join("?" * len(binds))
     cursor = raw.execute(
@@ -135,6 +187,19 @@ def backlog_free_position(
     behind = cursor.fetchone() is not None
     cursor.close()
     return None if behind else int(position)
+
+
+def pass_over(
+    connection: Connection, receptors: Sequence[str], before: int, to: int, now: datetime
+) -> None:
+    """Move the cursors of ``receptors`` that are at ``before`` to ``to``."""
+    raw = Raw(connection)
+    marks = ", ".join("?" * len(receptors))
+    raw.execute(
+        "UPDATE receptor_cursors SET position = ?, updated_at = ?"
+        f" WHERE position = ? AND receptor IN ({marks})",
+        (to, raw.instant(now), before, *receptors),
+    ).close()
 
 
 def advance_cursor(
@@ -152,94 +217,26 @@ def advance_cursor(
     return bool(moved)
 
 
-def insert_many_ignoring_duplicates(
-    connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
-) -> None:
-    """Insert ``rows`` (all with the same keys) in one driver ``executemany``, skipping any
-    whose key is already stored; values are encoded by the columns' own types."""
-    names = tuple(rows[0])
-    sql, encoders = _prepared_insert(table, names, connection.dialect)
-    values = [
-        tuple(
-            row[name] if encode is None else encode(row[name])
-            for name, encode in zip(names, encoders, strict=True)
-        )
-        for row in rows
-    ]
-    Raw(connection).driver.cursor().executemany(sql, values)
-
-
-@lru_cache(maxsize=64)
-def _prepared_insert(
-    table: Table, names: tuple[str, ...], dialect: Dialect
-) -> tuple[str, list[Callable[[Any], Any] | None]]:
-    quote = dialect.identifier_preparer.quote
-    mark = "?" if dialect.name == "sqlite" else "%s"
-    sql = (
-        f"INSERT INTO {quote(table.name)} ({', '.join(quote(n) for n in names)})"
-        f" VALUES ({', '.join([mark] * len(names))}) ON CONFLICT DO NOTHING"
-    )
-    return sql, [_encoder(table.c[name].type, dialect) for name in names]
-
-
-def _encoder(column_type: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
-    encode: Callable[[Any], Any] | None = column_type.bind_processor(dialect)
-    if encode is None and isinstance(column_type, JSON):
-        # psycopg's dialect leaves JSON to a cast in the SQL it renders; here it is text.
-        return json.dumps
-    return encode
-
-
-def select_rows(
-    connection: Connection, statement: Select[Any], parameters: dict[str, Any]
-) -> list[tuple[Any, ...]]:
-    """Run a prepared Core select of plain columns (text and numbers, no decoding) on the
-    driver. Each list in ``parameters`` fills an expanding ``bindparam``; the SQL is
-    compiled once per statement, parameter names and list lengths."""
-    shape = tuple(
-        sorted((k, len(v) if isinstance(v, list | tuple) else -1) for k, v in parameters.items())
-    )
-    sql, names, constants = _compiled_select(statement, connection.dialect, shape)
-    given = dict(constants)
-    for key, value in parameters.items():
-        if isinstance(value, list | tuple):
-            given.update({f"{key}_{n}": item for n, item in enumerate(value, start=1)})
-        else:
-            given[key] = value
-    cursor = Raw(connection).driver.cursor()
-    cursor.execute(sql, given if names is None else [given[name] for name in names])
-    rows: list[tuple[Any, ...]] = cursor.fetchall()
-    cursor.close()
-    return rows
-
-
-@lru_cache(maxsize=256)
-def _compiled_select(
-    statement: Select[Any], dialect: Dialect, shape: tuple[tuple[str, int], ...]
-) -> tuple[str, tuple[str, ...] | None, tuple[tuple[str, Any], ...]]:
-    """The SQL with every expanding list rendered as that many placeholders; for positional
-    drivers, the parameter names in placeholder order; and the values the statement itself
-    carries (literal ``IN`` lists)."""
-    placeholders = {name: list(range(n)) if n >= 0 else None for name, n in shape}
-    expanded = statement.compile(dialect=dialect).construct_expanded_state(placeholders)
-    ours = {name for name, _ in shape}
-    constants = tuple(
-        (name, value)
-        for name, value in expanded.parameters.items()
-        if name not in ours and name.rsplit("_", 1)[0] not in ours
-    )
-    names = tuple(expanded.positiontup) if expanded.positiontup is not None else None
-    return expanded.statement, names, constants
-
-
-def _values(signal: Signal, stored_at: datetime, instant: Any) -> tuple[Any, ...]:
+def _values(
+    signal: Signal, stored_at: datetime, instant: Callable[[datetime], Any]
+) -> tuple[Any, ...]:
     values = list(_ATTRIBUTES(signal))
     values.insert(_STORED_AT, stored_at)
-    for i in _JSON_AT:
-        values[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
-    for i in _INSTANTS_AT:
-        values[i] = instant(values[i])
-    return tuple(values)
+    return tuple(_ENCODING.encode(values, instant))
+
+
+def memo(format_instant: Callable[[datetime], Any]) -> Callable[[datetime], Any]:
+    """``format_instant``, each distinct instant formatted once (a batch's signals share
+    their ``stored_at``; a mark's four instants are often one)."""
+    done: dict[datetime, Any] = {}
+
+    def formatted(value: datetime) -> Any:
+        found = done.get(value)
+        if found is None:
+            found = done[value] = format_instant(value)
+        return found
+
+    return formatted
 
 
 def _sqlite_instant(value: datetime) -> str:

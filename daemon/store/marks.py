@@ -3,7 +3,6 @@ returns :class:`~daemon.core.records.Mark` records."""
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +12,6 @@ from typing import Any
 from sqlalchemy import bindparam, case, exists, func, insert, literal_column, or_, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
-from daemon.core.likeness import normalize_text
 from daemon.core.records import (
     CURRENT_MARK_STATES,
     MARK_STATES,
@@ -21,18 +19,16 @@ from daemon.core.records import (
     Reinforcement,
     in_evidence_order,
 )
-from daemon.store.fast_path import insert_many_ignoring_duplicates, select_rows
+from daemon.store.mark_rows import (
+    fingerprint,
+    insert_marks,
+    oldest_with_fingerprint,
+    recent_texts,
+)
 from daemon.store.mark_strength import MarkStrength, Scored, marks, reinforcements
 from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instants
 
-__all__ = ["MARK_STATES", "Marks", "Scored"]
-
-
-def fingerprint(subject: str, observation: str) -> str:
-    """Finds the marks saying the same thing under a subject through an index: case,
-    whitespace and punctuation aside (:func:`daemon.core.likeness.normalize_text`)."""
-    normalized = normalize_text(observation)
-    return hashlib.sha256(f"{subject}\x1f{normalized}".encode()).hexdigest()[:32]
+__all__ = ["MARK_STATES", "Marks", "Scored", "fingerprint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,27 +40,6 @@ class MarkText:
     observation: str
     created_at: datetime
 
-
-_RANKED = (
-    select(
-        marks.c.id,
-        func.row_number()
-        .over(partition_by=marks.c.subject, order_by=marks.c.last_reinforced_at.desc())
-        .label("recency"),
-    )
-    .where(
-        marks.c.workspace_id == bindparam("workspace"),
-        marks.c.subject.in_(bindparam("subjects", expanding=True)),
-        marks.c.state.in_(CURRENT_MARK_STATES),
-    )
-    .subquery()
-)
-_RECENT_TEXTS = (
-    select(marks.c.id, marks.c.subject, marks.c.observation)
-    .join(_RANKED, _RANKED.c.id == marks.c.id)
-    .where(_RANKED.c.recency <= bindparam("per_subject"))
-    .order_by(marks.c.first_observed_at, marks.c.id)
-)
 
 _COUNT_REINFORCEMENTS = (
     update(marks)
@@ -89,17 +64,6 @@ _MOVE_FIRST_OBSERVATION = (  # earlier evidence came later: see in_evidence_orde
 )
 
 
-_OLDEST_BY_FINGERPRINT = (  # on every observation: built once
-    select(marks.c.id, marks.c.workspace_id, marks.c.fingerprint)
-    .where(
-        marks.c.workspace_id.in_(bindparam("workspaces", expanding=True)),
-        marks.c.fingerprint.in_(bindparam("fingerprints", expanding=True)),
-        marks.c.state.in_(CURRENT_MARK_STATES),
-    )
-    .order_by(marks.c.first_observed_at, marks.c.id)
-)
-
-
 class Marks(MarkStrength):
     """Every operation on marks and reinforcements, inside the transaction of ``connection``."""
 
@@ -107,10 +71,7 @@ class Marks(MarkStrength):
         """Insert marks in one statement, skipping ids already stored (ids are derived from
         what made a mark, so a repeat is the same mark)."""
         if new:
-            rows = [
-                m.to_row() | {"fingerprint": fingerprint(m.subject, m.observation)} for m in new
-            ]
-            insert_many_ignoring_duplicates(self.connection, marks, rows)
+            insert_marks(self.connection, new)
 
     def get(self, mark_id: str) -> Mark | None:
         row = self.connection.execute(select(marks).where(marks.c.id == mark_id)).first()
@@ -197,38 +158,15 @@ class Marks(MarkStrength):
 
     # -- what "no near-copies" reads (receptors/near_copies.py) ---------------------------
 
-    def oldest_by_fingerprint(
-        self, workspaces: set[str], fingerprints: Sequence[str]
-    ) -> dict[tuple[str, str], str]:
-        """(workspace, fingerprint) -> the id of the oldest current (active, withered or
-        promoted) mark with that fingerprint (through an index, however long the history)."""
-        oldest: dict[tuple[str, str], str] = {}
-        for chunk in in_chunks(fingerprints):
-            parameters = {
-                "workspaces": sorted(workspaces),
-                "fingerprints": list(chunk),
-            }
-            rows = select_rows(self.connection, _OLDEST_BY_FINGERPRINT, parameters)
-            for mark_id, workspace, found in rows:
-                oldest.setdefault((workspace, found), mark_id)
-        return oldest
+    def oldest_with_fingerprint(self, workspace: str, subject: str, fingerprint: str) -> str | None:
+        """The id of the oldest current (active, withered or promoted) mark under the
+        subject with ``fingerprint`` (through an index, however long the history)."""
+        return oldest_with_fingerprint(self.connection, workspace, subject, fingerprint)
 
-    def recent_texts(
-        self, workspace: str, subjects: Sequence[str], per_subject: int
-    ) -> dict[str, list[tuple[str, str]]]:
-        """Subject -> (id, text) of its ``per_subject`` most recently reinforced current
-        (active, withered or promoted) marks, oldest first. It reads only narrow columns."""
-        found: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        ordered = sorted(subjects)
-        for chunk in in_chunks(ordered):
-            parameters = {
-                "workspace": workspace,
-                "subjects": list(chunk),
-                "per_subject": per_subject,
-            }
-            for mark_id, subject, text in select_rows(self.connection, _RECENT_TEXTS, parameters):
-                found[subject].append((mark_id, text))
-        return found
+    def recent_texts(self, workspace: str, subject: str, count: int) -> list[tuple[str, str]]:
+        """(id, text) of the subject's ``count`` most recently reinforced current (active,
+        withered or promoted) marks, oldest first. It reads only narrow columns."""
+        return recent_texts(self.connection, workspace, subject, count)
 
     def subjects(self, workspace: str) -> list[str]:
         """Every subject the workspace's live memory uses (active, withered or promoted):

@@ -62,12 +62,12 @@ def _json(default: Any) -> Any:
 
 class SignalTable(SQLModel, table=True):
     """The signal log: one row per signal, appended in commit order (``seq``), never deleted.
-    Indexed only for what is asked of it: by id, by idempotency key, by type in log order."""
+    Indexed only for what is asked of it: by id and by idempotency key. The workers read it
+    in ``seq`` order, its own key, and skip the types they do not bind (migration 0011)."""
 
     __tablename__ = "signals"
     __table_args__ = (
         UniqueConstraint("id", name="uq_signals_id"),
-        Index("ix_signals_type_seq", "type", "seq"),
         # Partial: most signals have no key, and an index entry per NULL is insert cost only.
         Index(
             "uq_signals_idempotency_key",
@@ -106,9 +106,10 @@ class ReceptorCursorTable(SQLModel, table=True):
     (delivered or dead). Advanced in the same transaction as the receptor's effects. Signals
     stored before the receptor first ran (``seq <= since``) are not its to deliver. On
     PostgreSQL a fleet's daemons take a receptor through its lease (``owner`` until
-    ``lease_until``)."""
+    ``lease_until``). On SQLite the key is the row (WITHOUT ROWID): one b-tree to read."""
 
     __tablename__ = "receptor_cursors"
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     receptor: str = Field(primary_key=True, max_length=128)
     binds: list[str] = _json(list)
@@ -143,13 +144,15 @@ class MarkTable(SQLModel, table=True):
 
     __tablename__ = "memory_marks"
     __table_args__ = (
+        # One index for the subject's prefix query and the repeat look-up (a fingerprint is
+        # a hash of the subject and the text: its subject is always known beside it).
         Index(
-            "ix_memory_marks_workspace_subject",
+            "ix_memory_marks_workspace_subject_fingerprint",
             "workspace_id",
             "subject",
+            "fingerprint",
             postgresql_ops={"subject": "text_pattern_ops"},
         ),
-        Index("ix_memory_marks_workspace_fingerprint", "workspace_id", "fingerprint"),
         # Every index is a page more for each insert, which the emit's fsync carries: only
         # the forgotten marks are ever looked up by state alone.
         Index(
@@ -301,6 +304,7 @@ class TextPendingTable(SQLModel, table=True):
     """Marks inserted or changed since their text was last indexed."""
 
     __tablename__ = "text_pending"
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     mark_id: str = Field(primary_key=True, max_length=128)
 

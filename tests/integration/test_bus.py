@@ -133,8 +133,8 @@ async def test_each_batch_of_emits_is_logged_once_with_what_applied_it(store: St
             await bus.emit(signal(1, type="test.unbound"))
     stored = [line for line in logs if line["event"] == "signals stored"]
     assert [(line["log_level"], line["count"], line["applied"]) for line in stored] == [
-        ("info", 1, ["counter"]),  # in the emit's own commit; the recorder's worker follows
-        ("info", 1, []),
+        ("debug", 1, ["counter"]),  # in the emit's own commit; the recorder's worker follows
+        ("debug", 1, []),
     ]
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, text
 
 from daemon.store import Store
 from daemon.store.migrate import (
+    alembic_config,
     current_revision,
     head_revision,
     upgrade,
@@ -91,7 +92,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0010"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -185,7 +186,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0010"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         found = {
@@ -242,7 +243,7 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0010"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         under_food = store.read_sync(
@@ -261,8 +262,6 @@ def test_a_batch_table_rebuild_runs_inside_the_revision_transaction(db_url: str)
     """Downgrading 0004 drops columns: on SQLite a batch operation that copies the table
     (create, copy, drop, rename), now inside the one transaction of its revision."""
     from alembic import command
-
-    from daemon.store.migrate import alembic_config
 
     upgrade(db_url, "0004")
     engine = create_engine(db_url)
@@ -310,9 +309,16 @@ async def test_the_daemon_s_migration_extends_systemd_s_start_timeout_and_logs_p
     assert "STATUS=migrating the store" in told
     progress = [entry["progress"] for entry in logs if entry["event"] == "migration"]
     assert [line.split(" applied")[0] for line in progress] == [
-        *(f"revision 000{n}" for n in range(1, 9)),
-        "revision 0010",
+        f"revision {revision}" for revision in every_revision()
     ]
+
+
+def every_revision() -> list[str]:
+    """The revisions from the first to the head, in the order they apply."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return [script.revision for script in reversed(list(scripts.walk_revisions()))]
 
 
 JAN_FEB_MAR = ((1, 15), (2, 1), (3, 1))
@@ -365,7 +371,7 @@ def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0010"
+    assert current_revision(db_url) == head_revision() == "0011"
     store = Store(db_url)
     try:
         found = {
@@ -503,8 +509,6 @@ def test_a_0008_database_gains_stored_vectors_that_the_worker_fills(
     finally:
         store.close()
     from alembic import command
-
-    from daemon.store.migrate import alembic_config
 
     command.downgrade(alembic_config(db_url), "0008")  # the tables go, the marks stay
     engine = create_engine(db_url)
