@@ -1,8 +1,9 @@
 """What every ``cambium`` command shares: exit codes, failures, ``--config`` and ``--json``,
 opening the store for reading, and JSON output.
 
-Heavy modules (SQLAlchemy, Alembic, the store) are imported inside the functions that need
-them, so ``cambium --help`` and the write commands start quickly.
+Heavy modules (the config's models, SQLAlchemy, Alembic, the store) are imported inside the
+functions that need them, so ``cambium --help``, the reads the daemon answers and the write
+commands start quickly.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from daemon.config import Config, ConfigError, load_config
+from daemon.config_file import ConfigError
 
 if TYPE_CHECKING:
+    from daemon.config import Config
     from daemon.store import Store
 
 # Besides 0 (ok). Click's own usage errors exit 2 as well, like BadInput.
@@ -98,12 +100,19 @@ def remember_config(ctx: click.Context, config_path: Path | None) -> None:
         ctx.meta[_CONFIG_META] = config_path
 
 
-def load(config_path: Path | None) -> Config:
+def config_path_given(config_path: Path | None) -> Path | None:
+    """``--config`` as given to the command, or to the listing group it was invoked through."""
     if config_path is None:
         ctx = click.get_current_context(silent=True)
         config_path = ctx.meta.get(_CONFIG_META) if ctx else None
+    return config_path
+
+
+def load(config_path: Path | None) -> Config:
+    from daemon.config import load_config
+
     try:
-        return load_config(config_path)
+        return load_config(config_path_given(config_path))
     except ConfigError as exc:
         raise BadInput(f"bad config: {exc}") from None
 

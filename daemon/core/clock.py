@@ -3,10 +3,6 @@ so tests move time by passing a function rather than sleeping."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from pydantic import AfterValidator
 
 Clock = Callable[[], datetime]
 
@@ -25,20 +21,6 @@ def to_utc(value: datetime) -> datetime:
         return value.astimezone(UTC)
     except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC instant
         raise ValueError("out of range: no such instant in UTC") from None
-
-
-def _known_zone(name: str) -> str:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
-            f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin"
-        ) from None
-    return name
-
-
-# A pydantic field type: an IANA time zone name that zoneinfo knows.
-TimeZoneName = Annotated[str, AfterValidator(_known_zone)]
 
 
 def iso(value: datetime) -> str:

@@ -343,20 +343,18 @@ class DailyLog:
         changed are read (see :class:`~daemon.files.daily_rows.DailyRows`).
 
         An index this process may not write (a store opened only to read: the CLI, with
-        the daemon down) is used as it is if it is current. If it is not, this instance
-        ranks from an index in memory instead, said once in the log: an answer is never
-        missing what the files say."""
+        the daemon down) is used as it is: no process but the daemon builds an index (a
+        year of notes would take minutes and a gigabyte). If it is not current, that is
+        said once in the log: what changed since it was written is not searched."""
         with self._lock:
             if not self.rows.index.writable and not self._looked:
                 stale = self.rows.stale(self._day_files())
                 if stale:
                     log.warning(
-                        "the text index is not current: ranking in memory this time"
+                        "the text index is not current: lines written since are not searched"
                         " (start the daemon, or run `cambium index rebuild`)",
                         files=len(stale),
                     )
-                    self.rows = DailyRows(MemoryTextIndex(), split_lines)
-                    self._index.index = self.rows.index
             if not self._looked and self._index.dense is not None:
                 # The dense side is not in the store: a new one is handed every line.
                 self._dense_stale |= {day for day, _ in self._dates()}
