@@ -15,8 +15,9 @@ from daemon.services.summary import with_summary
 router = APIRouter(prefix="/v1/recall", tags=["recall"])
 
 
-def recall_query(request: Request) -> RecallQuery:
-    """The query parameters of recall (and of context), checked: 422 names the field."""
+async def recall_query(request: Request) -> RecallQuery:
+    """The query parameters of recall (and of context), checked: 422 names the field.
+    (Async so that FastAPI calls it in the loop, not in a worker thread.)"""
     return RecallQuery.from_params(request.query_params)
 
 
