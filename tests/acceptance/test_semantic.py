@@ -34,14 +34,25 @@ def recall(home: DaemonHome, about: str) -> dict[str, list[dict[str, object]]]:
     return found
 
 
+def semantic_on(home: DaemonHome) -> None:
+    home.extra_config = "[recall]\nsemantic = true\n"
+    home.write_config()
+
+
 def test_semantic_recall_finds_a_paraphrase_the_lexical_recall_misses(home: DaemonHome) -> None:
-    lexical = recall(home, QUESTION)
+    # The CLI asks the running daemon, which holds the model (the CLI never loads it).
+    with running(home):
+        lexical = recall(home, QUESTION)
+        assert recall(home, "soup")["daily"][0]["line_range"] == [1, 1]
+        home.stop()
     assert lexical["daily"] == []
     assert lexical["substrate"] == []
 
-    home.extra_config = "[recall]\nsemantic = true\n"
-    home.write_config()
-    hybrid = recall(home, QUESTION)
+    semantic_on(home)
+    with running(home):
+        hybrid = recall(home, QUESTION)
+        nothing = recall(home, "quarterly tax filing deadline")
+        soup = recall(home, "soup")
     # The violin line, perhaps with the line before it: a line's meaning is partly that of
     # its neighbours (daemon.search.fusion.line_meanings).
     best = hybrid["daily"][0]
@@ -51,37 +62,31 @@ def test_semantic_recall_finds_a_paraphrase_the_lexical_recall_misses(home: Daem
     assert [Path(str(hit["file"])).name for hit in hybrid["substrate"]] == ["hobbies.md"]
     assert hybrid["substrate"][0]["reason"] == "similar in meaning"
     # A question about nothing in memory finds nothing, rather than the nearest lines.
-    assert recall(home, "quarterly tax filing deadline") == {
-        "daily": [],
-        "substrate": [],
-        "marks": [],
-        "compost": [],
-        "summary": None,
-    }
+    assert nothing == {"daily": [], "substrate": [], "marks": [], "compost": [], "summary": None}
     # Lexical matches still come first when there are any.
-    assert recall(home, "soup")["daily"][0]["line_range"] == [1, 1]
+    assert soup["daily"][0]["line_range"] == [1, 1]
 
 
 def test_embeddings_are_kept_beside_the_store_keyed_by_content(home: DaemonHome) -> None:
-    home.extra_config = "[recall]\nsemantic = true\n"
-    home.write_config()
-    recall(home, QUESTION)
-    cache = semantic.EmbeddingCache(
-        home.root / "embeddings.sqlite", embedding.DEFAULT_MODEL_ID, 384
-    )
+    semantic_on(home)
     # A daily line as said by its speaker, and with its neighbours; a substrate line as is.
     daily = [text for pair in line_meanings(DAILY.splitlines()) for text in pair]
     texts = [*daily, "# Hobbies", "Cello lessons.", "# Food", "Lentil soup."]
     assert "Anna: Anna has been practising Anna's violin every evening" in texts
-    assert len(cache.get_many(semantic.content_hash(text) for text in texts)) == len(texts)
-    assert len(cache) == len(texts)  # queries are not stored
-    # A new line is embedded, with its window and the changed window of the line before
-    # it; the unchanged texts are not embedded again.
-    with (home.root / "memory" / "daily" / "2026-04-11.md").open("a") as file:
-        file.write("Anna: bought new strings for my fiddle\n")
-    first = recall(home, QUESTION)["daily"][0]["line_range"]
-    assert first[0] <= 2 <= first[1] or first[0] <= 5 <= first[1]
-    assert len(cache) == len(texts) + 3
+    with running(home):
+        recall(home, QUESTION)
+        cache = semantic.EmbeddingCache(
+            home.root / "embeddings.sqlite", embedding.DEFAULT_MODEL_ID, 384
+        )
+        assert len(cache.get_many(semantic.content_hash(text) for text in texts)) == len(texts)
+        assert len(cache) == len(texts)  # queries are not stored
+        # A new line is embedded, with its window and the changed window of the line
+        # before it; the unchanged texts are not embedded again.
+        with (home.root / "memory" / "daily" / "2026-04-11.md").open("a") as file:
+            file.write("Anna: bought new strings for my fiddle\n")
+        first = recall(home, QUESTION)["daily"][0]["line_range"]
+        assert first[0] <= 2 <= first[1] or first[0] <= 5 <= first[1]
+        assert len(cache) == len(texts) + 3
 
 
 def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
@@ -91,7 +96,7 @@ def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
         '[recall]\nsemantic = true\nmodel = "missing.onnx"\ntokenizer = "missing.json"\n'
     )
     home.write_config()
-    result = home.cli("memory", "recall", QUESTION)
+    result = home.cli("run")
     assert result.returncode == 2
     assert "recall.model: no such file" in result.stderr
 
@@ -114,8 +119,7 @@ def wait_until_embedded(home: DaemonHome, text: str) -> None:
 
 
 def test_the_daemon_embeds_at_start_and_when_the_substrate_changes(home: DaemonHome) -> None:
-    home.extra_config = "[recall]\nsemantic = true\n"
-    home.write_config()
+    semantic_on(home)
     with running(home):
         wait_until_embedded(home, said_of_speaker(DAILY.splitlines()[1]))
         wait_until_embedded(home, "Cello lessons.")

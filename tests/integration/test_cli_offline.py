@@ -123,3 +123,18 @@ def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
     listed = as_json(home, "memory", "substrate")
     assert [Path(f["path"]).name for f in listed["files"]] == ["food.md"]
     assert not (home.root / "cambium.db").exists(), "reading creates no database"
+
+
+def test_recall_with_the_daemon_down_ranks_by_words_and_loads_no_model(
+    home: DaemonHome,
+) -> None:
+    """Ranking by meaning needs the model, which the daemon holds: the CLI never loads it
+    (181 MB and seconds a call) nor writes embeddings; it ranks by words and says so."""
+    home.extra_config = "[recall]\nsemantic = true\n"
+    home.write_config()
+    (home.root / "memory/daily/2026-11-30.md").write_text("lentil soup for lunch\n")
+    result = invoke(home, "memory", "recall", "lentil", "--horizon", "all", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [hit["date"] for hit in json.loads(result.stdout)["daily"]] == ["2026-11-30"]
+    assert "ranked by words alone" in result.stderr
+    assert not (home.root / "embeddings.sqlite").exists()
