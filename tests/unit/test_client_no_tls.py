@@ -1,6 +1,5 @@
-"""A client for a Unix socket or plain loopback HTTP (and Loom's door) builds no TLS
-context: loading the CA bundle cost `cambium status` a third of a second, for a connection
-that never speaks TLS."""
+"""A client for a Unix socket or plain loopback HTTP builds no TLS context: loading the CA
+bundle cost `cambium status` a third of a second, for a connection that never speaks TLS."""
 
 from __future__ import annotations
 
@@ -40,11 +39,3 @@ async def test_an_async_socket_client_builds_no_tls_context(tmp_path: Path) -> N
 def test_https_to_loopback_still_verifies() -> None:
     with pytest.raises(AssertionError, match="TLS context"):
         Client(url="https://127.0.0.1:8765")
-
-
-@pytest.mark.asyncio
-async def test_the_loom_door_builds_no_tls_context_for_the_daemons_socket(tmp_path: Path) -> None:
-    from daemon.loom.proxy import LoomProxy
-
-    proxy = LoomProxy(tmp_path / "cambium.sock", "127.0.0.1:8766")
-    await proxy.aclose()
