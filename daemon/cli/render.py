@@ -233,16 +233,18 @@ def mark_view(mark: dict[str, Any]) -> RenderableType:
     said = mark["observation"] if mark["state"] != "forgotten" else "(forgotten)"
     title = Text.assemble((mark["subject"], "bold"), " — ", said)
     reinforced = plural(mark["reinforcement_count"], "reinforcement")
-    ended = f"{when(mark['ended_at'])}: {mark['ended_reason']}" if mark["ended_at"] else None
+    # A daemon older than this CLI answers without the explanation: what it said is shown.
+    ended = f"{when(mark['ended_at'])}: {mark['ended_reason']}" if mark.get("ended_at") else None
     history = [
         (name, value)
         for name, value in (
-            ("corrects", mark["supersedes"]),
-            ("corrected by", mark["superseded_by"]),
+            ("corrects", mark.get("supersedes")),
+            ("corrected by", mark.get("superseded_by")),
             ("ended", ended),
         )
         if value
     ]
+    strength = strength_view(mark) if "strength" in mark else f"{mark['current_strength']:.2f}  now"
     return Group(
         title,
         indent(
@@ -250,7 +252,7 @@ def mark_view(mark: dict[str, Any]) -> RenderableType:
                 [
                     ("state", mark["state"]),
                     *history,
-                    ("strength", strength_view(mark)),
+                    ("strength", strength),
                     # stated / observed / inferred by whoever emitted it
                     ("mark", f"{mark['id']}, {mark['provenance']} by {mark['observed_by']}"),
                     (
