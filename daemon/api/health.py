@@ -27,9 +27,10 @@ COUNTS_SECONDS = 1.0
 
 
 class OpenCounts:
-    """The pending and dead deliveries, read again only after ``store`` has committed
-    (this daemon's writes settle and add deliveries) or ``seconds`` have passed by
-    ``clock`` (another daemon's writes)."""
+    """The pending and dead deliveries, read again when ``store``'s writer has run a
+    transaction since the last read (this daemon's writes settle and add deliveries), and
+    at least every ``seconds`` by ``clock`` (another daemon's writes; a transaction still
+    committing while they were read)."""
 
     def __init__(
         self,
