@@ -8,8 +8,11 @@ files. The hits, in rank order, are expanded into their lines; a question counts
 at ``k`` when one of its evidence lines is among the first ``k`` lines.
 
 The daily search runs twice: lexical (as recall runs by default) and hybrid (``[recall]
-semantic = true``: the same lexical ranking fused with dense embeddings, see
-:mod:`daemon.search.semantic`). Beside them, in the same run, a plain BM25 baseline ranks
+semantic = true``: the same lexical ranking fused with the lines' stored vectors, which the
+daemon's embedding worker computes and the search reads from their memory-mapped int8
+copy; see :mod:`daemon.services.dense_store`).
+
+Beside them, in the same run, a plain BM25 baseline ranks
 single lines (lines as documents per conversation, the same tokenizer and stemmer, Okapi
 BM25 with k1 = 1.2, b = 0.75 and the non-negative idf ``ln(1 + (N - n + 0.5) / (n +
 0.5))``), scored at its first ``k`` lines.
@@ -19,7 +22,8 @@ includes embedding the question), as wall-clock time and as the searching thread
 time; the model runs on one thread (the default), so on a busy machine the CPU time is
 the better estimate of an idle machine's latency. The embedding cost is measured while
 the hybrid search embeds each conversation's lines for the first time (into a fresh cache
-in a temporary directory), with the process's resident memory after it. Without the
+in a temporary directory) by the embedding worker, with the process's resident memory
+after it. Without the
 ``semantic`` extra the hybrid row is left out.
 
 The hybrid ranking's constants were chosen on half of the conversations (``TUNED_ON``);
@@ -55,13 +59,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from daemon.config import RecallConfig
 from daemon.core.days import parse_day
 from daemon.files.daily import DailyLog
-from daemon.search.fusion import DenseRanker
 from daemon.search.text import K1, B, terms
+from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, StoreTextIndex
 from daemon.store.migrate import upgrade
 
@@ -146,7 +149,7 @@ RANKERS = {
 class Embedding:
     """The dense side of the hybrid ranker, and what embedding the lines cost."""
 
-    new_index: Callable[[], DenseRanker[Any]]
+    hybrid_log: Callable[[Path, Store, Path], DailyLog]
     lines: int = 0
     seconds: float = 0.0
     cpu_seconds: float = 0.0  # of this thread, which runs the model
@@ -158,7 +161,9 @@ def load_embedding(directory: Path) -> Embedding | None:
     """The packaged model with a fresh embedding cache in ``directory``; None without the
     ``semantic`` extra."""
     try:
-        from daemon.search.semantic import DenseIndex, load_semantic
+        from daemon.search.semantic import load_semantic
+        from daemon.services.dense_store import StoredLines, StoredVectors
+        from daemon.services.embedding_worker import EmbeddingWorker
     except ImportError:
         return None
     before = rss_mb()
@@ -166,20 +171,30 @@ def load_embedding(directory: Path) -> Embedding | None:
     shared = load_semantic(RecallConfig(semantic=True, embeddings=directory / "embeddings.sqlite"))
     shared.embed_query("warm up")
     seconds = time.perf_counter() - started
-    return Embedding(
-        lambda: DenseIndex(shared), model_seconds=seconds, model_rss_mb=rss_mb() - before
-    )
+
+    def hybrid_log(daily: Path, store: Store, scratch: Path) -> DailyLog:
+        """The conversation's daily log ranking with its lines' stored vectors, every line
+        embedded by the worker as the daemon does it."""
+        model, dimension = shared.embedder.model_id, shared.embedder.dimension
+        vectors = StoredVectors(store, scratch / "vectors", model, dimension, writable=True)
+        log = DailyLog(daily, StoredLines(vectors, shared), index=StoreTextIndex(store))
+        worker = EmbeddingWorker(vectors, shared, log, MarkSearch(), batch=64)
+        vectors.prepare(worker.stopped)
+        log.refresh()
+        worker.run_once()
+        return log
+
+    return Embedding(hybrid_log, model_seconds=seconds, model_rss_mb=rss_mb() - before)
 
 
-def text_index(stores: ExitStack, scratch: str) -> StoreTextIndex:
-    """A text index of its own (one conversation's statistics), in a fresh SQLite store
-    as the daemon keeps it."""
+def new_store(stores: ExitStack, scratch: str) -> Store:
+    """A fresh SQLite store as the daemon keeps it (one conversation's statistics)."""
     url = f"sqlite:///{tempfile.mkdtemp(dir=scratch)}/cambium.db"
     upgrade(url)
     store = Store(url)
     store.start()
     stores.callback(store.close)
-    return StoreTextIndex(store)
+    return store
 
 
 def rss_mb() -> float:
@@ -228,7 +243,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch, ExitStack() as stores:
         embedding = load_embedding(Path(scratch))
         for conversation in conversations:
-            daily = DailyLog(conversation / "daily", index=text_index(stores, scratch))
+            daily = DailyLog(
+                conversation / "daily", index=StoreTextIndex(new_store(stores, scratch))
+            )
             daily.search("warm up", since=None, limit=1)  # reads and indexes the files
             baseline = Baseline(daily)
             rankers: dict[str, Callable[[str], list[Line]]] = {
@@ -236,11 +253,10 @@ def main() -> None:
                 "bm25_baseline": partial(baseline.rank, k=max(KS)),
             }
             if embedding is not None:
-                hybrid = DailyLog(
-                    conversation / "daily", embedding.new_index(), index=text_index(stores, scratch)
-                )
+                store = new_store(stores, scratch)
                 started, started_cpu = time.perf_counter(), time.thread_time()
-                hybrid.search("warm up", since=None, limit=1)  # embeds every line
+                own = Path(tempfile.mkdtemp(dir=scratch))
+                hybrid = embedding.hybrid_log(conversation / "daily", store, own)
                 embedding.seconds += time.perf_counter() - started
                 embedding.cpu_seconds += time.thread_time() - started_cpu
                 embedding.lines += line_count(hybrid)

@@ -122,7 +122,8 @@ def compose(config: Config, clock: Clock) -> Daemon:
     templates = config.rhythm_templates()
     token = config.ingress.read_token()
     store = Store(config.store.url)
-    memory = Memory.from_config(config, store)  # ConfigError: semantic without its model
+    # ConfigError: semantic without its model.
+    memory = Memory.from_config(config, store, daemon=True)
     try:
         receptors = build_receptors(config, store, memory.daily, memory.mark_search)
     except ValueError as exc:

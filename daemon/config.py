@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from daemon.config_file import CONFIG_ENV as CONFIG_ENV
+from daemon.config_file import DEFAULT_TIMEZONE, daemon_socket, read_config_file, resolve_path
 from daemon.config_file import ConfigError as ConfigError
-from daemon.config_file import daemon_socket, read_config_file, resolve_path
 from daemon.config_file import data_dir as data_dir
 from daemon.config_file import find_config_file as find_config_file
 from daemon.config_file import runtime_dir as runtime_dir
@@ -222,6 +222,16 @@ class RecallConfig(_Section):
     tokenizer: Path | None = None  # its tokenizer.json; required with ``model``
     threads: int | None = Field(None, ge=1, le=64)  # for the model; None: one
     min_similarity: float = Field(0.3, ge=-1, le=1)  # dense hits below it are dropped
+    # The background worker: texts embedded (and stored, in one transaction) per step, and
+    # the memory one model call may hold at its peak (a batch of long texts is split).
+    embed_batch: int = Field(64, ge=1, le=4096, strict=True)
+    embed_memory_mb: int = Field(64, ge=16, le=4096, strict=True)
+
+    @property
+    def vectors(self) -> Path:
+        """Where the memory-mapped copy of the stored vectors is kept (``<base>.i8``,
+        ``.slots``, ``.json``): beside the embedding cache."""
+        return self.embeddings.with_suffix("")
 
     @model_validator(mode="after")
     def _model_with_tokenizer(self) -> RecallConfig:
@@ -236,7 +246,7 @@ class LogConfig(_Section):
 
 class Config(_Section):
     workspace: Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)] = "default"
-    timezone: TimeZoneName = "Europe/Berlin"
+    timezone: TimeZoneName = DEFAULT_TIMEZONE
     store: StoreConfig = StoreConfig()
     ingress: IngressConfig = IngressConfig()
     paths: PathsConfig = PathsConfig()

@@ -1,10 +1,12 @@
 """The config file before its models: where it is (``--config``, then ``$CAMBIUM_CONFIG``,
 then the user config directory), its TOML, the platform's directories, how a path in it
-resolves, and the one setting a client needs, the daemon's socket.
+resolves, and the two settings a client needs: the daemon's socket, and the time zone
+times are shown in.
 
-Light on purpose (the standard library and platformdirs): a command that only talks to the
-running daemon (``cambium status``, a recall the daemon answers, ``cambium mcp``) finds the
-socket here without importing pydantic; :mod:`daemon.config` checks everything else.
+Light on purpose (the standard library, platformdirs and the core's clock): a command that
+only talks to the running daemon (``cambium status``, a recall the daemon answers,
+``cambium mcp``) finds them here without importing pydantic; :mod:`daemon.config` checks
+everything else.
 """
 
 from __future__ import annotations
@@ -12,14 +14,19 @@ from __future__ import annotations
 import os
 import tomllib
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import platformdirs
+
+from daemon.core.clock import known_zone
 
 APP = "cambium"
 CONFIG_ENV = "CAMBIUM_CONFIG"
 SOCKET_NAME = "cambium.sock"
+DEFAULT_TIMEZONE = "Europe/Berlin"
 
 
 class ConfigError(ValueError):
@@ -77,15 +84,36 @@ def daemon_socket(configured: Path | None, base: Path) -> Path:
     return resolve_path(configured, base)
 
 
-def socket_path(explicit: Path | None) -> Path:
-    """Where the daemon of this config listens, read from the file alone. Only
-    ``ingress.socket`` is looked at: the daemon checked its whole config when it started."""
+@dataclass(frozen=True)
+class ClientSettings:
+    socket: Path  # where the daemon listens
+    zone: ZoneInfo  # the zone a person reads times in
+
+
+def client_settings(explicit: Path | None) -> ClientSettings:
+    """Where the daemon of this config listens, and its time zone, read from the file
+    alone: only ``ingress.socket`` and ``timezone`` are looked at (the daemon checked its
+    whole config when it started)."""
     path = find_config_file(explicit)
     if path is None:
-        return daemon_socket(None, data_dir())
+        return ClientSettings(daemon_socket(None, data_dir()), known_zone(DEFAULT_TIMEZONE))
     raw = read_config_file(path)
+    where = path.expanduser()
     ingress = raw.get("ingress", {})
-    value = ingress.get("socket") if isinstance(ingress, dict) else None
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{path.expanduser()}: ingress.socket: must be a path (a string)")
-    return daemon_socket(Path(value) if value else None, path.expanduser().resolve().parent)
+    socket = ingress.get("socket") if isinstance(ingress, dict) else None
+    if socket is not None and not isinstance(socket, str):
+        raise ConfigError(f"{where}: ingress.socket: must be a path (a string)")
+    zone = raw.get("timezone", DEFAULT_TIMEZONE)
+    try:
+        if not isinstance(zone, str):
+            raise ValueError("must be an IANA time zone name (a string)")
+        known = known_zone(zone)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: timezone: {exc}") from None
+    base = where.resolve().parent
+    return ClientSettings(daemon_socket(Path(socket) if socket else None, base), known)
+
+
+def socket_path(explicit: Path | None) -> Path:
+    """Where the daemon of this config listens (see :func:`client_settings`)."""
+    return client_settings(explicit).socket

@@ -33,6 +33,10 @@ from daemon.store.migrate import upgrade_in_child_process
 
 log = structlog.get_logger("cambium.daemon")
 
+# How long a stop waits for the embedding worker, which the stop interrupts mid-batch: what
+# it had stored is kept, and the next start goes on from there.
+EMBEDDING_STOP_SECONDS = 3.0
+
 
 async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
     """Run until SIGTERM or SIGINT. Raises ConfigError before anything is touched."""
@@ -48,9 +52,16 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
         check_sqlite_file(config.store.url)
         await upgrade_in_child_process(config.store.url)
         daemon.store.start()
+        worker = daemon.memory.semantic.worker if daemon.memory.semantic else None
         try:
+            if worker is not None:
+                worker.start()  # embeds in the background; recall never waits for it
             await _serve(config, daemon, sockets)
         finally:
+            if worker is not None and not await anyio.to_thread.run_sync(
+                worker.stop, EMBEDDING_STOP_SECONDS
+            ):
+                log.warning("the embedding worker did not stop in time; leaving it")
             daemon.store.close()
     finally:
         for sock in sockets:
@@ -78,7 +89,7 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
             await scheduler.start()
             on_change = None
             if config.recall.semantic:
-                # Embed what is new now and whenever the substrate changes, not during a
+                # Read what changed now and wake the embedding worker for it, not during a
                 # recall.
                 def on_change(_: set[Path]) -> None:
                     tasks.start_soon(_prepare_recall, memory)
@@ -129,8 +140,8 @@ async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: a
 async def _prepare_recall(memory: Memory) -> None:
     try:
         await anyio.to_thread.run_sync(memory.prepare_search)
-    except Exception:  # recall indexes and embeds on demand instead; the daemon keeps running
-        log.exception("preparing recall (the text index, embeddings) failed")
+    except Exception:  # recall indexes on demand instead; the daemon keeps running
+        log.exception("preparing recall (the text index) failed")
 
 
 async def _watchdog(store: Store, interval: float) -> None:

@@ -9,8 +9,8 @@ harmlessly (each finds less to do), in an order that loses no copy's address:
    marks' text is erased from the store (payloads, seeds, checkpoints, errors);
 2. those lines in the daemon-managed archive are replaced by a marker (line numbers stay);
 3. the marks are erased and the tombstone written, with the delivery;
-4. the store is scrubbed (on SQLite: the write-ahead log checkpointed and truncated), and
-   the mark index drops the marks' text and deletes their embeddings.
+4. the marks' vectors are deleted (from the store and from the file recall searches), then
+   the store is scrubbed (on SQLite: the write-ahead log checkpointed and truncated).
 
 The person's live daily files are not touched: the API lists the lines that still
 mention what was forgotten."""
@@ -82,9 +82,9 @@ class GovernanceReceptor(Receptor):
         await delivery.commit(
             lambda tx: _refusing(lambda: forget(tx, signal, target, asked.reason, lines))
         )
+        if self.mark_search is not None:  # before the scrub, which clears the log of them
+            await anyio.to_thread.run_sync(self.mark_search.erase_outdated)
         await anyio.to_thread.run_sync(self.store.scrub)
-        if self.mark_search is not None:
-            await self.store.read(self.mark_search.follow)
 
     def apply(self, tx: Tx, signal: Signal) -> None:
         def applied() -> object:

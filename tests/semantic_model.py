@@ -25,3 +25,12 @@ DAILY = (
     "Ben: the weather was grey all week\n"
     "Ben: my train was late again\n"
 )
+
+
+@pytest.fixture(scope="session")
+def semantic_config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``[recall]`` with semantic recall on, over the packaged model converted once for the
+    whole session (a daemon would convert it beside its own cache at its first start)."""
+    converted = tmp_path_factory.mktemp("model") / f"{embedding.DEFAULT_MODEL_ID}.onnx"
+    embedding.quantized_model(MODEL, converted)
+    return f'[recall]\nsemantic = true\nmodel = "{converted}"\ntokenizer = "{TOKENIZER}"\n'

@@ -83,6 +83,10 @@ async def health(services: Running) -> dict[str, Any]:
     files = substrate.listed()
     if files is None:  # changed since the last listing (the watcher said so): list it again
         files = await anyio.to_thread.run_sync(substrate.files)
+    semantic = services.memory.semantic
+    embedding = {}
+    if semantic is not None:  # the worker's counts, kept as it goes: no query here
+        embedding = {"embedding": (await anyio.to_thread.run_sync(semantic.coverage)).to_json()}
     return {
         "status": _status(services),
         "problem": bus.store.write_failure,
@@ -96,4 +100,5 @@ async def health(services: Running) -> dict[str, Any]:
         "deliveries": {"pending": counts.pending, "dead": counts.dead},
         "rhythms": {name: iso(at) if at else None for name, at in services.next_fires().items()},
         "substrate": {"watched_files": [str(f) for f in files]},
+        **embedding,
     }

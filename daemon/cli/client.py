@@ -20,10 +20,11 @@ from daemon.cli.common import (
     OutcomeUnknownFailure,
     Unreachable,
     config_path_given,
+    show_times_in,
 )
 from daemon.client import Conflict, DaemonError, NotFound, NotReachable, OutcomeUnknown, Rejected
 from daemon.client._wire import NoAnswer, NotSent, Wire
-from daemon.config_file import ConfigError, socket_path
+from daemon.config_file import ConfigError, client_settings
 from daemon.core.errors import describe
 from daemon.schema.waits import MAX_WAIT_SECONDS
 
@@ -75,11 +76,14 @@ def daemon(config: Config, source_id: str) -> Iterator[Client]:
 
 def daemon_socket(config_path: Path | None) -> Path:
     """The socket the config names, read from the file alone (see
-    :func:`daemon.config_file.socket_path`); a bad file exits 2."""
+    :func:`daemon.config_file.client_settings`), and the command's times shown in the
+    config's time zone; a bad file exits 2."""
     try:
-        return socket_path(config_path_given(config_path))
+        settings = client_settings(config_path_given(config_path))
     except ConfigError as exc:
         raise BadInput(f"bad config: {exc}") from None
+    show_times_in(settings.zone)
+    return settings.socket
 
 
 def ask(socket: Path, path: str, params: dict[str, str] | None = None) -> Any | None:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -33,6 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Where a group that also lists (``cambium signals --config X show ID``) leaves its
 # ``--config`` for its subcommands.
 _CONFIG_META = "cambium.config_path"
+_ZONE_META = "cambium.zone"
 
 
 class Failure(click.ClickException):
@@ -112,9 +114,26 @@ def load(config_path: Path | None) -> Config:
     from daemon.config import load_config
 
     try:
-        return load_config(config_path_given(config_path))
+        config = load_config(config_path_given(config_path))
     except ConfigError as exc:
         raise BadInput(f"bad config: {exc}") from None
+    show_times_in(config.zone)
+    return config
+
+
+def show_times_in(zone: ZoneInfo) -> None:
+    """The zone the running command's times are shown in (see :func:`time_zone`)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_ZONE_META] = zone
+
+
+def time_zone() -> ZoneInfo:
+    """The configured time zone of the command running (UTC before any config is read):
+    the one a person reads every time in, as Loom shows them."""
+    ctx = click.get_current_context(silent=True)
+    zone = ctx.meta.get(_ZONE_META) if ctx is not None else None
+    return zone if isinstance(zone, ZoneInfo) else ZoneInfo("UTC")
 
 
 def login_name() -> str:
@@ -122,8 +141,9 @@ def login_name() -> str:
     return getpass.getuser()
 
 
-def day_option(help_text: str) -> Callable[[F], F]:
-    """``--date YYYY-MM-DD``, checked to be a real calendar date (exit 2 otherwise)."""
+def day_option(help_text: str, flag: str = "--date", name: str = "day") -> Callable[[F], F]:
+    """``--date YYYY-MM-DD`` (or ``flag``), checked to be a real calendar date (exit 2
+    otherwise)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
         from daemon.core.days import InvalidDay, parse_day
@@ -135,7 +155,7 @@ def day_option(help_text: str) -> Callable[[F], F]:
         except InvalidDay as exc:
             raise click.BadParameter(str(exc)) from None
 
-    return click.option("--date", "day", metavar="YYYY-MM-DD", callback=check, help=help_text)
+    return click.option(flag, name, metavar="YYYY-MM-DD", callback=check, help=help_text)
 
 
 def warnings_to_stderr() -> None:

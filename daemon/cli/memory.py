@@ -178,24 +178,15 @@ def _recall_query(given: dict[str, Any]) -> RecallQuery:
 
 
 def _recalled(config: Config, query: RecallQuery) -> RecallResult:
-    """The answer, from the store's index (read-only: this process never builds or writes
-    an index) and the files; before the first start (no database yet, so no marks) from
-    the files on their own. Ranked by words alone: ranking by meaning needs the model,
-    which the daemon holds. With a summary, if asked for."""
+    """The answer, from the store's index and stored vectors (read-only: this process never
+    builds or writes an index; with semantic recall it embeds the question alone) and the
+    files; before the first start (no database yet, so no marks) from the files on their
+    own. With a summary, if asked for."""
     import anyio
 
     from daemon.core.clock import utcnow
     from daemon.services.recall import recall
 
-    if config.recall.semantic:
-        click.echo(
-            "cambium: the daemon is not running: ranked by words alone "
-            "(ranking by meaning needs the daemon's model)",
-            err=True,
-        )
-        config = config.model_copy(
-            update={"recall": config.recall.model_copy(update={"semantic": False})}
-        )
     if missing_database(config) is None:
         with reading_store(config) as store:
             result = recall(query, open_memory(config, store), utcnow())

@@ -21,7 +21,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from daemon.core.clock import SECONDS_PER_DAY, iso
+from daemon.cli.common import time_zone
+from daemon.core.clock import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
     from daemon.core.records import Seed
@@ -48,12 +49,13 @@ def show(*renderables: RenderableType) -> None:
 
 
 def when(value: datetime | str | None) -> str:
-    """An instant for people: ISO 8601 UTC to the second."""
+    """An instant for people: in the configured time zone, to the second, labelled with
+    the zone (``2026-05-20 14:00:05 CEST``), as Loom shows it. (``--json`` stays UTC.)"""
     if value is None:
         return "—"
     if isinstance(value, str):
         value = _instant(value)
-    return iso(value.replace(microsecond=0))
+    return value.astimezone(time_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def fields(rows: Iterable[tuple[str, RenderableType]]) -> Table:
@@ -201,14 +203,19 @@ def recall_view(result: dict[str, Any], layers: Sequence[str] | None) -> Rendera
             ],
         ),
     }
-    # The layers in their canonical order, after the summary when there is one.
+    # The layers in their canonical order, after the summary when there is one, and with
+    # semantic recall on how much was ranked by meaning.
     summary = (
         [Group(Text("summary", style="bold"), indent(Text(result["summary"])))]
         if result.get("summary")
         else []
     )
-    shown = [name for name in views if layers is None or name in layers]
-    return apart([*summary, *(views[name]() for name in shown)])
+    coverage = []
+    if result.get("semantic") is not None:
+        shown = covered(result["semantic"])
+        coverage = [Text(f"semantic: {shown}; the rest ranked by words", style="dim")]
+    layers_shown = [name for name in views if layers is None or name in layers]
+    return apart([*summary, *(views[name]() for name in layers_shown), *coverage])
 
 
 def apart(renderables: Iterable[RenderableType]) -> Group:
@@ -358,14 +365,28 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
     rhythms = fields((name, f"next {when(at)}") for name, at in health["rhythms"].items())
     watched = health["substrate"]["watched_files"]
     deliveries = health["deliveries"]
-    return fields(
-        [
-            ("cambium", f"{health['version']}, {health['status']}, up {uptime}"),
-            ("socket", str(socket)),
-            ("workspace", health["workspace"]),
-            ("receptors", receptors),
-            ("deliveries", f"{deliveries['pending']} pending, {deliveries['dead']} dead"),
-            ("rhythms", rhythms),
-            ("substrate", Text("\n".join([plural(len(watched), "watched file"), *watched]))),
-        ]
-    )
+    shown: list[tuple[str, RenderableType]] = [
+        ("cambium", f"{health['version']}, {health['status']}, up {uptime}"),
+        ("socket", str(socket)),
+        ("workspace", health["workspace"]),
+        ("receptors", receptors),
+        ("deliveries", f"{deliveries['pending']} pending, {deliveries['dead']} dead"),
+        ("rhythms", rhythms),
+        ("substrate", Text("\n".join([plural(len(watched), "watched file"), *watched]))),
+    ]
+    embedding = health.get("embedding")
+    if embedding:  # semantic recall on
+        shown.append(
+            (
+                "embedding",
+                f"{covered(embedding)}, {embedding['lines_per_second']:g} lines/s",
+            )
+        )
+    return fields(shown)
+
+
+def covered(semantic: dict[str, Any]) -> str:
+    """How much of what recall ranks by meaning is embedded: "1,200 of 1,500 (80%)"."""
+    embedded, total = semantic["embedded"], semantic["total"]
+    share = f" ({100 * embedded // total}%)" if total else ""
+    return f"{embedded:,} of {total:,} embedded{share}"

@@ -152,35 +152,87 @@ def note(
 
 @click.command()
 @day_option("The day to consolidate (default: yesterday in the configured time zone).")
+@day_option(
+    "Consolidate every day not consolidated yet up to and including this one, oldest first.",
+    flag="--through",
+    name="through",
+)
 @idempotency_option
 @json_option
 @config_option
 def consolidate(
-    day: date | None, idempotency_key: str | None, as_json: bool, config_path: Path | None
+    day: date | None,
+    through: date | None,
+    idempotency_key: str | None,
+    as_json: bool,
+    config_path: Path | None,
 ) -> None:
     """Consolidate a day's log now, as the nightly rhythm does.
 
     The day's observations become marks, its file moves to the archive, and faded marks
-    wither.
+    wither. With --through, every live day up to that date in turn (old journals, a long
+    absence), with a progress bar on a terminal.
 
     \b
     Examples:
       cambium memory consolidate
       cambium memory consolidate --date 2026-01-15 --json
+      cambium memory consolidate --through 2026-06-30
     """
+    if day and through:
+        raise BadInput("--date and --through exclude each other: give one")
     config = load(config_path)
-    day = day or _today(config) - timedelta(days=1)
+    from daemon.cli.progress import counting
     from daemon.files.daily import DailyLog
 
     daily = DailyLog(config.paths.daily)
+    if through is None:
+        days = [day or _today(config) - timedelta(days=1)]
+    else:
+        days = daily.unconsolidated_days(through)
+        if not days and not as_json:
+            click.echo(f"nothing to consolidate up to {through}")
+    shown = []
+    with counting("consolidating", total=len(days)) as advance:
+        for each in days:
+            # One key per day: a re-run with the same key repeats none of the days done.
+            key = f"{idempotency_key}:{each}" if idempotency_key and through else idempotency_key
+            shown.append(
+                _consolidate_day(config, daily, each, key, as_json, list_all=bool(through))
+            )
+            advance()
+    if as_json and through:
+        print_json(shown)
+    elif as_json and shown[0]["outcome"] != "pending":  # a pending one is shown as sent
+        print_json(shown[0])
+
+
+def _consolidate_day(
+    config: Config,
+    daily: DailyLog,
+    day: date,
+    idempotency_key: str | None,
+    as_json: bool,
+    list_all: bool,
+) -> dict[str, Any]:
+    """Send one day's consolidation, wait for it, say what came of it (unless ``as_json``)
+    and return that as JSON would show it (``list_all``: the caller lists every day's as
+    JSON, so a day still pending is not printed apart)."""
     live, archived = daily.path(day), daily.path(day, archived=True)
     was_live = live.exists()
     payload = {"date": day.isoformat()}
     answer = _send(
-        config, signal_types.CONSOLIDATE, login_name(), payload, idempotency_key, as_json
+        config,
+        signal_types.CONSOLIDATE,
+        login_name(),
+        payload,
+        idempotency_key,
+        as_json,
+        quiet=as_json and list_all,
     )
+    shown: dict[str, Any] = {"date": day.isoformat(), "signal_id": answer.id}
     if (answer.deliveries or {}).get("consolidation") != "delivered":
-        return
+        return shown | {"outcome": "pending"}
     unread = None
     if was_live:
         outcome, said = "consolidated", f"consolidated {day}: the log is archived at {archived}"
@@ -190,13 +242,11 @@ def consolidate(
         outcome, said = "already consolidated", f"{day} was already consolidated: {archived}"
     else:
         outcome, said = "nothing to consolidate", f"nothing to consolidate: no daily file for {day}"
-    if as_json:
-        shown = {"date": day.isoformat(), "signal_id": answer.id, "outcome": outcome}
-        print_json(shown | {"archived": str(archived) if archived.exists() else None})
-        return
-    click.echo(said)
-    if unread:
-        click.echo(unread)
+    if not as_json:
+        click.echo(said)
+        if unread:
+            click.echo(unread)
+    return shown | {"outcome": outcome, "archived": str(archived) if archived.exists() else None}
 
 
 def _unread(config: Config, daily: DailyLog, day: date) -> str | None:
@@ -229,10 +279,13 @@ def _send(
     payload: dict[str, Any],
     idempotency_key: str | None,
     as_json: bool,
+    *,
+    quiet: bool = False,
     **fields: Any,
 ) -> Emitted:
     """Emit a signal stated by the person at the terminal and wait for its deliveries: a
-    dead one fails, one still pending is reported (as the signal's JSON, with ``as_json``)."""
+    dead one fails, one still pending is reported (as the signal's JSON, with ``as_json``;
+    not at all when ``quiet``: the caller reports it)."""
     from daemon.cli.client import MAX_WAIT_SECONDS, check_deliveries, daemon
 
     with daemon(config, source_id) as client:
@@ -245,9 +298,11 @@ def _send(
             **fields,
         )
         check_deliveries(client, answer.id, answer.deliveries)
-    if answer.pending and as_json:
+    if not answer.pending or quiet:
+        return answer
+    if as_json:
         print_json(answer.model_dump(mode="json", exclude_none=True))
-    elif answer.pending:
+    else:
         click.echo(
             f"stored signal {answer.id}; not delivered yet — see `cambium signals show {answer.id}`"
         )

@@ -3,6 +3,7 @@ so tests move time by passing a function rather than sleeping."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 Clock = Callable[[], datetime]
 
@@ -26,3 +27,14 @@ def to_utc(value: datetime) -> datetime:
 def iso(value: datetime) -> str:
     """ISO 8601 in UTC with a ``Z``, the one format instants leave the daemon in."""
     return to_utc(value).isoformat().replace("+00:00", "Z")
+
+
+def known_zone(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``; a ValueError saying what to give if zoneinfo does not
+    know it."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin"
+        ) from None

@@ -2,18 +2,14 @@
 (apart from :mod:`daemon.core.clock`, which the light clients use without pydantic)."""
 
 from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator
 
+from daemon.core.clock import known_zone
+
 
 def _known_zone(name: str) -> str:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
-            f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin"
-        ) from None
+    known_zone(name)
     return name
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import date
 from functools import partial
 from pathlib import Path
@@ -68,6 +68,10 @@ from daemon.search.memory_index import MemoryTextIndex
 
 log = structlog.get_logger("cambium.daily")
 
+# Told of redacted archive lines: the day, its archived (and claimed) lines before, and the
+# numbers redacted.
+Redacted = Callable[[date, Sequence[str], Collection[int]], None]
+
 ARCHIVE = "archive"
 
 
@@ -89,12 +93,21 @@ class DailyLog:
         self.directory = Path(os.path.realpath(directory))
         self.archive_directory = self.directory / ARCHIVE
         self._lock = threading.Lock()  # append, claim, merge and the index's rows
-        self._dense_lock = threading.Lock()  # the dense side of the search
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_lines, dense)
-        self._dense_stale: set[date] = set()  # days whose lines the dense side lacks
         self._looked = False  # whether the first refresh (of this instance) ran
         self._warned: set[str] = set()
+        self._changed: list[Callable[[], None]] = []
+        self._redacted: list[Redacted] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (without arguments, quickly) whenever a file's rows changed."""
+        self._changed.append(listener)
+
+    def on_redact(self, listener: Redacted) -> None:
+        """Call ``listener(day, lines_before, numbers)`` when archived lines are redacted
+        (``memory.forget``), before the call returns: the dense side deletes their vectors."""
+        self._redacted.append(listener)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -266,12 +279,13 @@ class DailyLog:
             stat = None
         data = folder.read(name)  # after the stat: a write in between is seen next time
         if self.rows.index.writable:
-            self._dense_stale.add(day)
             indexed = data
             if state == ARCHIVED and data is not None:
                 indexed = archived_bytes(folder, day, data)
             signature = None if stat is None or indexed is None else signature_of(stat, indexed)
             self.rows.sync(day, state, indexed, offset=offset, signature=signature)
+            for listener in self._changed:
+                listener()
         return data
 
     def _warn_once(self, problem: RefusedFile) -> None:
@@ -313,12 +327,11 @@ class DailyLog:
             raise RefusedFile(0, "refused: a merge of this day is half done", file_name(day))
         redacted, changed = redacted_lines(data, numbers, marker.encode("utf-8"))
         if changed:
-            dense = self._index.dense
-            if dense is not None:
-                with self._dense_lock:
-                    for number in {n + step for n in numbers for step in (-1, 0, 1)}:
-                        dense.erase((day, True, number))
+            claimed = split_lines(archive.read(staging_name(day)) or b"")
+            before = split_lines(archived_bytes(archive, day, data)) + claimed
             archive.replace(file_name(day), redacted)
+            for listener in self._redacted:
+                listener(day, before, numbers)
         return changed
 
     # -- searching -----------------------------------------------------------------------
@@ -328,15 +341,7 @@ class DailyLog:
         from ``since`` on (``None``: all of them), most relevant first (see
         :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`)."""
         self.refresh()
-        with self._dense_lock:
-            return self._index.search(query, since=since, limit=limit)
-
-    def prepare_search(self) -> None:
-        """Index what changed and embed its lines (with a dense ranker) now, so that the
-        next search does not wait for it."""
-        self.refresh()
-        with self._dense_lock:
-            self._index.flush()
+        return self._index.search(query, since=since, limit=limit)
 
     def refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Bring the index in line with the files on disk: only files whose size or mtime
@@ -355,24 +360,10 @@ class DailyLog:
                         " (start the daemon, or run `cambium index rebuild`)",
                         files=len(stale),
                     )
-            if not self._looked and self._index.dense is not None:
-                # The dense side is not in the store: a new one is handed every line.
-                self._dense_stale |= {day for day, _ in self._dates()}
             self._looked = True
-            if self.rows.index.writable:
-                self._dense_stale |= self.rows.refresh(self._day_files(), progress)
-            stale_days, self._dense_stale = self._dense_stale, set()
-        if self._index.dense is None:
-            return
-        with self._dense_lock:
-            for day in sorted(stale_days):  # the dense side breaks ties by insertion
-                for archived in (False, True):
-                    self._index.replace(day, archived, self.numbered_lines(day, archived))
-
-    def _dates(self) -> Iterator[tuple[date, str]]:
-        """Every day that has a file, with which file."""
-        for day_file in self._day_files():
-            yield day_file.day, day_file.state
+            if self.rows.index.writable and self.rows.refresh(self._day_files(), progress):
+                for listener in self._changed:
+                    listener()
 
     def stale(self) -> list[tuple[date, str, str]]:
         """The files the index is not in step with: (day, live|claimed|archived, why)."""

@@ -23,7 +23,7 @@ from daemon.search.fusion import (
     DENSE_CANDIDATES,
     DENSE_WEIGHT,
     FUSION_K,
-    DenseRanker,
+    DenseDocuments,
     HybridIndex,
     ranking,
     reciprocal_rank_fusion,
@@ -50,7 +50,9 @@ _LineKey = tuple[Path, int]
 class Substrate:
     """Read-only access to the substrate files, safe to use from several threads."""
 
-    def __init__(self, entries: Sequence[Path], dense: DenseRanker[_LineKey] | None = None) -> None:
+    def __init__(
+        self, entries: Sequence[Path], dense: DenseDocuments[_LineKey] | None = None
+    ) -> None:
         relative = [str(entry) for entry in entries if not entry.is_absolute()]
         if relative:
             raise ValueError(f"substrate entries must be absolute paths: {', '.join(relative)}")
@@ -164,12 +166,10 @@ class Substrate:
         return ranking(fused, position.__getitem__)[:limit]
 
     def prepare_search(self) -> None:
-        """Read what changed and embed its lines (with a dense ranker) now, so that the
-        next search does not wait for it."""
+        """Read what changed now (with a dense side, its lines then wait for the daemon's
+        embedding worker), so that the next search does not read it."""
         with self._lock:
             self._load()
-            if self._lines_index.dense is not None:
-                self._lines_index.dense.flush()
 
     def referenced(self, refs: Iterable[str], mark_id: str) -> list[SubstrateHit]:
         """The files a mark names in its ``substrate_refs``: a ref matches a file whose path

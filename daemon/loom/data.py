@@ -13,8 +13,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from daemon.core.records import Mark, Reinforcement, Seed
-from daemon.store import DeliveryCounts, Store, Tx
+from daemon.core.records import Mark, Reinforcement, Seed, Tombstone
+from daemon.store import DeliveryCounts, Found, Reinforced, Store, Tx
 
 T = TypeVar("T")
 
@@ -39,6 +39,7 @@ class MarkWithHistory:
     mark: Mark
     reinforcements: list[Reinforcement]
     seeds: list[Seed]  # seeds based on this mark: its promotion history
+    chain: list[Mark]  # the mark and every mark linked to it by corrections, oldest first
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def mark_with_history(tx: Tx, mark_id: str) -> MarkWithHistory | None:
     if mark is None:
         return None
     boosts = tx.marks.reinforcements_of([mark_id]).get(mark_id, [])
-    return MarkWithHistory(mark, boosts, tx.seeds.based_on(mark.workspace_id, mark_id))
+    seeds = tx.seeds.based_on(mark.workspace_id, mark_id)
+    return MarkWithHistory(mark, boosts, seeds, tx.marks.chain(mark_id))
 
 
 def citations_of_day(tx: Tx, workspace: str, daily_file: str) -> list[Citation]:
@@ -99,6 +101,34 @@ def _cited_lines(evidence: dict[str, Any], daily_file: str) -> tuple[int, int] |
     return int(line_range[0]), int(line_range[1])
 
 
+@dataclass(frozen=True)
+class Week:
+    """What happened to the memory in ``[start, end)``, each list newest first."""
+
+    start: datetime
+    end: datetime
+    made: Found[Mark]
+    reinforced: Found[Reinforced]
+    withered: Found[Mark]
+    forgotten: Found[Tombstone]
+    planted: Found[Seed]
+    reviewed: Found[Seed]
+
+
+def week(tx: Tx, workspace: str, start: datetime, end: datetime, limit: int) -> Week:
+    window = (workspace, start, end, limit)
+    return Week(
+        start,
+        end,
+        made=tx.activity.marks_made(*window),
+        reinforced=tx.activity.marks_reinforced(*window),
+        withered=tx.activity.marks_withered(*window),
+        forgotten=tx.activity.forgotten(*window),
+        planted=tx.activity.seeds_planted(*window),
+        reviewed=tx.activity.seeds_reviewed(*window),
+    )
+
+
 def seeds_pending_first(tx: Tx, workspace: str) -> list[Seed]:
     found = tx.seeds.listing(workspace)
     return sorted(found, key=lambda s: s.state != "pending")  # stable: newest first within
@@ -118,7 +148,10 @@ def list_signals(tx: Tx, wanted: SignalFilter, limit: int) -> list[dict[str, Any
             "type": s.type,
             "source_id": s.source_id,
             "stored_at": s.stored_at,
-            "deliveries": [{"receptor": d.receptor, "status": d.status} for d in s.deliveries],
+            "deliveries": [
+                {"receptor": d.receptor, "status": d.status, "last_error": d.last_error}
+                for d in s.deliveries
+            ],
         }
         for s in found
     ]
@@ -177,6 +210,11 @@ class LoomData:
         """The signal as the API shows it (``GET /v1/signals/{id}``)."""
         found = await self._read(lambda tx: tx.signals.get(signal_id))
         return None if found is None else found.to_json()
+
+    async def week(self, start: datetime, end: datetime, limit: int) -> Week:
+        return await self._read(
+            partial(week, workspace=self.workspace, start=start, end=end, limit=limit)
+        )
 
     async def open_delivery_counts(self) -> DeliveryCounts:
         return await self._read(lambda tx: tx.signals.open_counts())

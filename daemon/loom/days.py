@@ -60,3 +60,14 @@ def evidence_lines(daily: DailyLog, evidence: dict[str, Any]) -> EvidenceLines |
         return EvidenceLines(day.isoformat(), span, None, "L")
     lines = located.lines[span[0] - 1 : span[1]]
     return EvidenceLines(day.isoformat(), span, lines, located.anchor)
+
+
+def anchor_of(daily: DailyLog, day: str, line_range: tuple[int, int]) -> str:
+    """The anchor of the day page's row that shows a recalled excerpt's first line
+    (``L2`` in the live file, ``A2`` in the archive)."""
+    try:
+        files = day_files(daily, parse_day(day))
+    except InvalidDay:
+        return ""
+    located = locate(files, line_range)
+    return f"{located.anchor if located else 'L'}{line_range[0]}"

@@ -119,12 +119,27 @@ class CompostItem(_Answer):
     source_agent_count: int
 
 
+class Covered(_Answer):
+    """With semantic recall on: how many of the documents ranked by meaning (daily lines,
+    marks, substrate lines) are embedded; the others were ranked by their words alone."""
+
+    embedded: int
+    total: int
+
+
 class Recall(_Answer):
     substrate: list[SubstrateItem]
     marks: list[MarkItem]
     daily: list[DailyItem]
     compost: list[CompostItem]
     summary: str | None = None
+    semantic: Covered | None = None  # only with semantic recall on
+
+
+class Embedding(Covered):
+    """The embedding worker's progress (health, with semantic recall on)."""
+
+    lines_per_second: float
 
 
 class ContextBlock(_Answer):
@@ -171,3 +186,4 @@ class Health(_Answer):
     deliveries: dict[str, int]
     rhythms: dict[str, datetime | None]
     substrate: dict[str, list[str]]
+    embedding: Embedding | None = None  # only with semantic recall on

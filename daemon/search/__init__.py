@@ -11,16 +11,21 @@
   (:class:`~daemon.search.daily.DailyIndex`).
 - ``marks``: what a mark is indexed as (subject and observation) and its dense side.
 - ``embedding`` and ``semantic``: the dense side (the ``semantic`` extra), the embedding
-  model, and the embedding cache and dense index.
+  model, and the substrate's embedding cache and dense index in memory.
+- ``vector_file``: the memory-mapped int8 copy of the stored vectors (daily lines, marks)
+  that recall searches; the store's rows and the worker that fills them are in
+  ``daemon.services``.
 
 The owners of the documents feed them in: the daily layer (:mod:`daemon.files.daily_rows`)
 writes its lines' rows as it writes and reads the files, and
 :class:`daemon.services.mark_search.MarkSearch` indexes the marks the table queues. The
 substrate and the compost still rank with an in-memory :class:`~daemon.search.text.Index`
-kept current by key (``add(key, text)``, ``remove(key)``); the dense side implements
-:class:`~daemon.search.fusion.DenseRanker`.
+kept current by key (``add(key, text)``, ``remove(key)``). The dense side has two seams
+(:mod:`daemon.search.fusion`): :class:`~daemon.search.fusion.DenseRanker` (stored vectors,
+filled in the background) and :class:`~daemon.search.fusion.DenseDocuments` (documents a
+layer keeps in memory).
 
 May import ``daemon.core``, the file layers' one way to the disk (``daemon.fs``, for
-the embedding cache's and the converted model's private files) and, for the semantic
-model's settings, ``daemon.config``: no SQL, no bus, no file layer.
+the embedding cache's, the vector file's and the converted model's private files) and,
+for the semantic model's settings, ``daemon.config``: no SQL, no bus, no file layer.
 """

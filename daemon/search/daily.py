@@ -26,7 +26,6 @@ from daemon.search.fusion import (
     DENSE_WEIGHT,
     FUSION_K,
     DenseRanker,
-    line_meanings,
     ranking,
     reciprocal_rank_fusion,
     speaker,
@@ -97,9 +96,9 @@ CANDIDATES = 2000
 
 class DailyIndex:
     """The daily lines of a :class:`~daemon.search.index.TextIndex`, ranked against a
-    query; ``lines`` reads a file's lines for excerpts. With a dense ranker, the daily layer
-    hands it every file's lines (:meth:`replace`). Not thread-safe: the daily layer
-    serialises access to the dense side."""
+    query, with their stored vectors when there is a dense ranker (the daemon's worker
+    embeds the lines; those not embedded yet are ranked lexically); ``lines`` reads a
+    file's lines for excerpts."""
 
     def __init__(
         self, index: TextIndex, lines: LineSource, dense: DenseRanker[LineKey] | None = None
@@ -107,12 +106,6 @@ class DailyIndex:
         self.index = index
         self._read_lines = lines
         self.dense = dense
-        self._counts: dict[tuple[date, bool], int] = {}  # lines handed to the dense side
-
-    def flush(self) -> None:
-        """Embed (with a dense ranker) the lines added since the last search, now."""
-        if self.dense is not None:
-            self.dense.flush()
 
     def search(self, query: str, *, since: date | None, limit: int) -> list[DailyHit]:
         """Ranked hits for ``query`` over the files of the days from ``since`` on
@@ -173,8 +166,7 @@ class DailyIndex:
             return reciprocal_rank_fusion(rankings, weights=weights, k=FUSION_K)
 
         if self.dense is not None:
-            where = None if since is None else (lambda key: key[0] >= since)
-            similar = self.dense.nearest(query, DENSE_CANDIDATES, where=where)
+            similar = self.dense.nearest(query, DENSE_CANDIDATES, since=since)
             scores = fuse(ranking(similar, _line_order), DENSE_WEIGHT)
         named = _named(query, {name for name in speakers.values() if name})
         if named:
@@ -191,17 +183,6 @@ class DailyIndex:
             }
             scores = fuse(ranking(on_days, _line_order), NAMED_DAY_WEIGHT)
         return scores
-
-    def replace(self, day: date, archived: bool, lines: Sequence[str] | None) -> None:
-        """Hand the dense side a file's lines in place of what it held (``None``: gone)."""
-        if self.dense is None:
-            return
-        for number in range(1, self._counts.pop((day, archived), 0) + 1):
-            self.dense.remove((day, archived, number))
-        if lines:
-            self._counts[(day, archived)] = len(lines)
-            for number, meaning in enumerate(line_meanings(lines), start=1):
-                self.dense.add((day, archived, number), meaning)
 
 
 def _key(candidate: Candidate) -> LineKey:

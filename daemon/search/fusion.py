@@ -8,14 +8,20 @@ order within each ranking counts. ``k`` damps how much the very top positions do
 What a log line is embedded as (:func:`line_meanings`) lives here too: the daily layer
 builds it whether or not the extra is installed.
 
-This module is pure Python so that the layers can use it without the ``semantic`` extra;
-the dense side (:class:`DenseRanker`) is implemented in :mod:`daemon.search.semantic`.
+This module is pure Python so that the layers can use it without the ``semantic`` extra.
+The dense side has two seams: :class:`DenseRanker`, the stored vectors of the daily lines
+and the marks (:mod:`daemon.services.dense_store`), which a background worker fills; and
+:class:`DenseDocuments`, documents handed over by a layer that keeps them in memory (the
+substrate's lines; :class:`daemon.search.semantic.DenseIndex`). Neither makes a search wait
+for embedding: what is not embedded yet is found by the lexical ranking alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from datetime import date
 from typing import Protocol, TypeVar
 
 from daemon.search.text import B, Index
@@ -35,30 +41,29 @@ DENSE_CANDIDATES = 100
 
 
 class DenseRanker(Protocol[K]):
-    """The dense half of a layer's index: documents by key, ranked by meaning."""
+    """Stored documents by key, ranked by meaning; those not embedded yet are not ranked."""
+
+    def nearest(
+        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> dict[K, float]:
+        """The ``limit`` embedded documents most similar to ``query``, mapped to their
+        cosine similarity: with ``since``, only lines of days from it on; with ``scope``,
+        only that workspace's marks."""
+
+
+class DenseDocuments(Protocol[K]):
+    """The dense half of an index a layer keeps in memory: documents by key."""
 
     def add(self, key: K, texts: Sequence[str]) -> None:
-        """Index ``key`` as the mean meaning of ``texts`` (their embeddings may be computed
-        later, in a batch)."""
+        """Index ``key`` as the mean meaning of ``texts``, embedded later (in the
+        background)."""
 
     def remove(self, key: K) -> None:
         """Forget ``key``; unknown keys are ignored."""
 
-    def erase(self, key: K) -> None:
-        """Forget ``key`` and whatever was kept of its texts' meaning."""
-
-    def prune(self) -> None:
-        """Delete what was kept of texts that no document of this index holds (for an
-        index that holds every document of its scope)."""
-
-    def flush(self) -> None:
-        """Embed what was added and not embedded yet (:meth:`nearest` does it anyway)."""
-
-    def nearest(
-        self, query: str, limit: int, *, where: Callable[[K], bool] | None = None
-    ) -> dict[K, float]:
-        """The ``limit`` documents most similar to ``query`` (accepted by ``where``),
-        mapped to their cosine similarity."""
+    def nearest(self, query: str, limit: int) -> dict[K, float]:
+        """The ``limit`` embedded documents most similar to ``query``, mapped to their
+        cosine similarity."""
 
 
 def ranking(scores: Mapping[K, float], tie_break: Callable[[K], object]) -> list[K]:
@@ -89,7 +94,7 @@ class HybridIndex(Index[K]):
     given to a dense ranker, when there is one, so that a layer keeps both current with
     the same calls."""
 
-    def __init__(self, dense: DenseRanker[K] | None = None, *, b: float = B) -> None:
+    def __init__(self, dense: DenseDocuments[K] | None = None, *, b: float = B) -> None:
         super().__init__(b=b)
         self.dense = dense
 
@@ -104,11 +109,6 @@ class HybridIndex(Index[K]):
         super().remove(key)
         if self.dense is not None:
             self.dense.remove(key)
-
-    def erase(self, key: K) -> None:
-        super().remove(key)
-        if self.dense is not None:
-            self.dense.erase(key)
 
 
 # "Anna: I've been practising my violin": a line said by someone (a capitalised name of
@@ -154,3 +154,19 @@ def line_meanings(lines: Sequence[str]) -> list[tuple[str, str]]:
     dev set: 0.67 for the line, 0.53 for the window, 0.73 for their mean)."""
     said = [said_of_speaker(line) for line in lines]
     return [(said[n], "\n".join(said[max(n - 1, 0) : n + 2])) for n in range(len(said))]
+
+
+def document_texts(meaning: Sequence[str]) -> tuple[str, ...]:
+    """The texts of a document's meaning that are embedded: the ones not blank."""
+    return tuple(text for text in meaning if text.strip())
+
+
+def meaning_hash(texts: Sequence[str]) -> bytes:
+    """The SHA-256 a document's vector is stored under: of its texts, in order (the same
+    texts have the same vector, wherever they are)."""
+    digest = hashlib.sha256()
+    for text in texts:
+        encoded = text.encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+    return digest.digest()

@@ -2,31 +2,28 @@
 'cambium-memory[semantic]'``, config ``[recall] semantic = true``), over the embedding
 model of :mod:`daemon.search.embedding`.
 
-- :class:`EmbeddingCache` keeps every embedding in a SQLite file beside the store, keyed by
-  the model and the SHA-256 of the text, so a line or a learning is embedded once, however
-  often its file is re-read or the daemon restarted.
-- :class:`DenseIndex` holds one layer's vectors in a numpy matrix and ranks by brute-force
-  cosine similarity (one matrix-vector product). A document may be given as several texts
-  (a daily line: the line and its window); its vector is their embeddings' mean, so its
-  similarity is the mean of theirs. Texts are queued when a layer adds them and embedded
-  in one batch before the next search (or by :meth:`DenseIndex.flush`).
+- :class:`Semantic` is the model one workspace's layers share, with the similarity floor and
+  the embeddings of recent queries.
+- The daily lines' and the marks' vectors are stored rows, searched through a
+  memory-mapped copy (:mod:`daemon.search.vector_file`, :mod:`daemon.services.dense_store`).
+- The substrate's lines (the person's own few files, never in the store) are ranked by a
+  :class:`DenseIndex` in memory, whose embeddings are cached by content hash in a SQLite
+  file of their own (:class:`EmbeddingCache`), so a restart embeds nothing again.
 
-Brute force is fine at personal scale: 10,000 lines are 15 MB of float32 and well under a
-millisecond per query; past a few hundred thousand lines (hundreds of MB, tens of ms) an
-approximate index such as sqlite-vec or HNSW would be needed.
+Nothing here embeds on a recall's behalf but its query: documents are embedded by the
+daemon's background worker (:meth:`DenseIndex.flush`), and until then a layer ranks them
+lexically alone.
 """
 
 from __future__ import annotations
 
-import copy
 import ctypes
 import ctypes.util
-import dataclasses
 import hashlib
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -38,6 +35,7 @@ from daemon.fs import make_private_file
 from daemon.search.embedding import (
     BATCH,
     DEFAULT_MODEL_ID,
+    ONE_MEGABYTE,
     Embedder,
     OnnxEmbedder,
     Vectors,
@@ -68,9 +66,21 @@ def load_semantic(config: RecallConfig) -> Semantic:
         packaged, tokenizer = packaged_model()
         model = quantized_model(packaged, config.embeddings.parent / f"{DEFAULT_MODEL_ID}.onnx")
         model_id = DEFAULT_MODEL_ID
-    embedder = OnnxEmbedder(model, tokenizer, model_id=model_id, threads=config.threads)
+    embedder = OnnxEmbedder(
+        model,
+        tokenizer,
+        model_id=model_id,
+        threads=config.threads,
+        memory_bytes=config.embed_memory_mb * ONE_MEGABYTE,
+    )
     cache = EmbeddingCache(config.embeddings, embedder.model_id, embedder.dimension)
     return Semantic.create(embedder, cache, config.min_similarity)
+
+
+def release_memory() -> None:
+    """Hand the heap a batch freed back to the system (see ``_malloc_trim``)."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
 
 
 def content_hash(text: str) -> bytes:
@@ -91,9 +101,6 @@ class EmbeddingCache:
         self._connection = sqlite3.connect(path, check_same_thread=False)
         with self._lock, self._connection:
             self._connection.execute("PRAGMA journal_mode=WAL")
-            # A deleted embedding (a forgotten text's) is zeroed in the file, not left in a
-            # free page.
-            self._connection.execute("PRAGMA secure_delete=ON")
             self._connection.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " model TEXT NOT NULL, hash BLOB NOT NULL, vector BLOB NOT NULL,"
@@ -128,46 +135,6 @@ class EmbeddingCache:
                 "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?, ?, ?)", rows
             )
 
-    def scoped(self, scope: str) -> EmbeddingCache:
-        """A view of the same file whose rows are apart from this one's: a layer that must
-        be able to delete what it cached (:meth:`delete`, :meth:`retain`) gets a scope of
-        its own, so that it never deletes a vector another layer uses."""
-        view = copy.copy(self)  # the same connection and lock
-        view._model_id = f"{self._model_id}/{scope}"
-        return view
-
-    def delete(self, hashes: Iterable[bytes]) -> None:
-        """Delete these rows, from the file and its write-ahead log too (see
-        :meth:`_scrub`)."""
-        with self._lock:
-            with self._connection:
-                deleted = self._connection.executemany(
-                    "DELETE FROM embeddings WHERE model = ? AND hash = ?",
-                    [(self._model_id, digest) for digest in hashes],
-                ).rowcount
-            self._scrub(deleted)
-
-    def retain(self, hashes: Iterable[bytes]) -> None:
-        """Delete every row of this model (or scope) but those of ``hashes``."""
-        kept = set(hashes)
-        with self._lock:
-            with self._connection:
-                stored = self._connection.execute(
-                    "SELECT hash FROM embeddings WHERE model = ?", (self._model_id,)
-                ).fetchall()
-                deleted = self._connection.executemany(
-                    "DELETE FROM embeddings WHERE model = ? AND hash = ?",
-                    [(self._model_id, digest) for (digest,) in stored if digest not in kept],
-                ).rowcount
-            self._scrub(deleted)
-
-    def _scrub(self, deleted: int) -> None:
-        """After rows were deleted: copy the write-ahead log into the file and truncate it,
-        so no old page holding a deleted hash or vector stays on disk (the caller holds the
-        lock)."""
-        if deleted > 0:
-            self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
     def __len__(self) -> int:
         with self._lock:
             row = self._connection.execute(
@@ -182,10 +149,10 @@ class EmbeddingCache:
 
 @dataclass
 class Semantic:
-    """The embedder and the cache one workspace's layers share."""
+    """The embedder (and the substrate's embedding cache) one workspace's layers share."""
 
     embedder: Embedder
-    cache: EmbeddingCache | None  # None: embeddings live in memory only
+    cache: EmbeddingCache | None  # None: the substrate's embeddings live in memory only
     # Below this cosine similarity a text is not about the query at all: without a floor
     # every query would find "the nearest" lines, however unrelated.
     min_similarity: float
@@ -201,28 +168,23 @@ class Semantic:
     ) -> Semantic:
         return cls(embedder, cache, min_similarity, OrderedDict(), threading.Lock())
 
-    def scoped(self, scope: str) -> Semantic:
-        """The same model, with its embeddings cached apart (see
-        :meth:`EmbeddingCache.scoped`)."""
-        cache = None if self.cache is None else self.cache.scoped(scope)
-        return dataclasses.replace(self, cache=cache)
-
-    def embed_texts(self, texts: Sequence[str]) -> Vectors:
+    def embed_texts(self, texts: Sequence[str], *, interruptible: bool = False) -> Vectors:
         """Embeddings of ``texts``, from the cache where it has them; new ones are
-        computed in batches and cached."""
+        computed in batches and cached. ``interruptible``: a background batch (see
+        :meth:`Embedder.interrupt <daemon.search.embedding.Embedder.interrupt>`)."""
         hashes = [content_hash(text) for text in texts]
         known = self.cache.get_many(hashes) if self.cache is not None else {}
         missing = {digest: text for digest, text in zip(hashes, texts, strict=True)}
         for digest in known:
             missing.pop(digest, None)
         if missing:
-            fresh = self.embedder.embed(list(missing.values()))
+            fresh = self.embedder.embed(list(missing.values()), interruptible=interruptible)
             computed = dict(zip(missing, fresh, strict=True))
             if self.cache is not None:
                 self.cache.put_many(computed.items())
             known.update(computed)
-            if len(missing) > BATCH and _malloc_trim is not None:
-                _malloc_trim(0)
+            if len(missing) > BATCH:
+                release_memory()
         if not texts:
             return np.empty((0, self.embedder.dimension), dtype=np.float32)
         return np.stack([known[digest] for digest in hashes])
@@ -242,32 +204,48 @@ class Semantic:
         return vector
 
 
-class DenseIndex(Generic[K]):
-    """One layer's documents as rows of a matrix, ranked by cosine similarity.
+def mean_meaning(vectors: Vectors) -> Vectors:
+    """A document's vector from its texts': their mean. Its similarity to a query is the
+    mean of theirs (not unit length, so a mean of dissimilar texts scores lower)."""
+    mean: Vectors = np.mean(vectors, axis=0).astype(np.float32)
+    return mean
 
-    Not thread-safe: the layer that owns it serialises access, as for its lexical index.
-    """
+
+class DenseIndex(Generic[K]):
+    """Documents (the substrate's lines) as rows of a matrix in memory, ranked by cosine
+    similarity. Added documents wait until :meth:`flush` embeds them (the daemon's worker,
+    in bounded batches); :meth:`nearest` ranks what is embedded and never waits. Thread-safe:
+    the model runs outside the lock."""
 
     def __init__(self, semantic: Semantic) -> None:
         self._semantic = semantic
+        self._lock = threading.Lock()
         self._rows: dict[K, int] = {}
         self._keys: list[K] = []
         self._matrix: Vectors = np.empty((0, semantic.embedder.dimension), dtype=np.float32)
         self._pending: dict[K, tuple[str, ...]] = {}
-        self._hashes: dict[K, tuple[bytes, ...]] = {}  # of each document's texts
 
     def __len__(self) -> int:
-        return len(self._rows) + len(self._pending)
+        """How many documents are embedded."""
+        return len(self._rows)
+
+    @property
+    def pending(self) -> int:
+        """How many documents wait to be embedded."""
+        return len(self._pending)
 
     def add(self, key: K, texts: Sequence[str]) -> None:
-        self.remove(key)
-        kept = tuple(text for text in texts if text.strip())
-        if kept:
-            self._pending[key] = kept
-            self._hashes[key] = tuple(content_hash(text) for text in kept)
+        with self._lock:
+            self._remove(key)
+            kept = tuple(text for text in texts if text.strip())
+            if kept:
+                self._pending[key] = kept
 
     def remove(self, key: K) -> None:
-        self._hashes.pop(key, None)
+        with self._lock:
+            self._remove(key)
+
+    def _remove(self, key: K) -> None:
         if self._pending.pop(key, None) is not None:
             return
         row = self._rows.pop(key, None)
@@ -282,68 +260,52 @@ class DenseIndex(Generic[K]):
             self._rows[moved] = row
         self._keys.pop()
 
-    def erase(self, key: K) -> None:
-        """Remove ``key`` and delete its texts' embeddings from the cache: for text that
-        must not outlive its deletion (give the index a scope of its own)."""
-        hashes = self._hashes.get(key, ())
-        self.remove(key)
-        if self._semantic.cache is not None and hashes:
-            self._semantic.cache.delete(hashes)
-
-    def prune(self) -> None:
-        """Delete from the cache every embedding of this index's scope that none of its
-        documents uses: after a restart, what :meth:`erase` could not see."""
-        if self._semantic.cache is not None:
-            self._semantic.cache.retain(
-                digest for hashes in self._hashes.values() for digest in hashes
-            )
-
-    def flush(self) -> None:
-        """Embed what was added since the last flush (from the cache where possible)."""
-        if not self._pending:
-            return
-        keys = list(self._pending)
-        texts = list(dict.fromkeys(text for key in keys for text in self._pending[key]))
-        embedded = dict(zip(texts, self._semantic.embed_texts(texts), strict=True))
-        # A document's vector is the mean of its texts': its similarity to a query is the
-        # mean of theirs (not unit length, so a mean of dissimilar texts scores lower).
-        vectors = np.stack(
-            [np.mean([embedded[t] for t in self._pending[key]], axis=0) for key in keys]
+    def flush(self, limit: int | None = None, *, interruptible: bool = False) -> int:
+        """Embed up to ``limit`` of the documents waiting (all by default); how many."""
+        with self._lock:
+            taken = dict(list(self._pending.items())[:limit])
+        if not taken:
+            return 0
+        texts = list(dict.fromkeys(text for held in taken.values() for text in held))
+        embedded = dict(
+            zip(texts, self._semantic.embed_texts(texts, interruptible=interruptible), strict=True)
         )
-        self._pending.clear()
-        start = len(self._keys)
-        needed = start + len(keys)
-        if needed > self._matrix.shape[0]:
-            grown = np.empty((max(needed, 2 * self._matrix.shape[0]), vectors.shape[1]), np.float32)
-            grown[:start] = self._matrix[:start]
-            self._matrix = grown
-        self._matrix[start:needed] = vectors
-        for offset, key in enumerate(keys):
-            self._rows[key] = start + offset
-        self._keys.extend(keys)
+        with self._lock:
+            # Only documents still waiting with the same texts: one removed or changed
+            # meanwhile is not brought back.
+            kept = [key for key, held in taken.items() if self._pending.get(key) == held]
+            for key in kept:
+                self._append(key, mean_meaning(np.stack([embedded[t] for t in taken[key]])))
+                del self._pending[key]
+        return len(taken)
 
-    def nearest(
-        self, query: str, limit: int, *, where: Callable[[K], bool] | None = None
-    ) -> dict[K, float]:
-        self.flush()
-        count = len(self._keys)
-        if count == 0 or limit <= 0:
+    def _append(self, key: K, vector: Vectors) -> None:
+        row = len(self._keys)
+        if row == self._matrix.shape[0]:
+            grown = np.empty((max(16, 2 * row), vector.shape[0]), np.float32)
+            grown[:row] = self._matrix[:row]
+            self._matrix = grown
+        self._matrix[row] = vector
+        self._rows[key] = row
+        self._keys.append(key)
+
+    def nearest(self, query: str, limit: int) -> dict[K, float]:
+        """The ``limit`` embedded documents most similar to ``query`` (at least the
+        similarity floor), mapped to their cosine similarity."""
+        if limit <= 0 or not self._rows:
             return {}
-        similarities = self._matrix[:count] @ self._semantic.embed_query(query)
-        if where is None and limit < count:
-            top = np.argpartition(-similarities, limit)[:limit]
-            order = top[np.argsort(-similarities[top], kind="stable")]
-        else:
-            order = np.argsort(-similarities, kind="stable")
-        found: dict[K, float] = {}
-        floor = self._semantic.min_similarity
-        for row in order:
-            similarity = float(similarities[row])
-            if similarity < floor:
-                break
-            key = self._keys[row]
-            if where is None or where(key):
-                found[key] = similarity
-                if len(found) == limit:
-                    break
-        return found
+        vector = self._semantic.embed_query(query)
+        with self._lock:
+            count = len(self._keys)
+            similarities = self._matrix[:count] @ vector
+            if limit < count:
+                top = np.argpartition(-similarities, limit)[:limit]
+                order = top[np.argsort(-similarities[top], kind="stable")]
+            else:
+                order = np.argsort(-similarities, kind="stable")
+            floor = self._semantic.min_similarity
+            return {
+                self._keys[row]: float(similarities[row])
+                for row in order
+                if similarities[row] >= floor
+            }

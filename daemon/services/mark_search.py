@@ -10,30 +10,25 @@ made), a chunk per transaction: resumable, and O(new marks). A search also ranks
 still queued, in memory, so a mark is found from the moment it is stored, whoever asks
 (the daemon, or a CLI reading the store while the daemon is down).
 
-With semantic recall on (a dense ranker given), every observation is also embedded, when
-the dense side first sees it (the next recall, or the daemon's start), and cached by
-content hash beside the store, apart from the other layers' embeddings; the lexical and
-dense rankings are fused as in the daily layer. The dense side follows the table as it did
-before the index moved into the store: new rows by count and creation instant, forgotten
-marks by their state; a forgotten mark's embedding is deleted with it, and the first look
-after a start deletes any cached embedding no indexed text has.
+With semantic recall on (a dense ranker given: the marks' stored vectors), the lexical and
+dense rankings are fused as in the daily layer. The daemon's embedding worker embeds the
+marks' texts (:mod:`daemon.services.embedding_worker`); a mark it has not reached yet is
+found by its words alone. A forget deletes the forgotten marks' vectors
+(:meth:`MarkSearch.erase_outdated`) before the store is scrubbed.
 """
 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from collections.abc import Callable
 
 from daemon.core.text_rows import MARKS
 from daemon.search.fusion import DenseRanker
 from daemon.search.index import row_of
-from daemon.search.marks import MAX_HITS, MarkMeanings, has_terms, indexed_text
+from daemon.search.marks import MAX_HITS, fused, has_terms, indexed_text
 from daemon.search.text import Index, query_terms
-from daemon.store import MarkText as Said
 from daemon.store import Store, Tx
 
-# How far back from the newest row already embedded an incremental read starts.
-SLACK = timedelta(minutes=10)
 # Marks turned into rows per transaction; and at most this many still queued are ranked
 # in memory by a search (the daemon indexes the queue at each recall and at its start).
 CHUNK = 500
@@ -43,13 +38,14 @@ class MarkSearch:
     """The marks' side of the text index, for every workspace (a search names its
     workspace). Thread-safe: recall runs in worker threads."""
 
-    def __init__(self, dense: DenseRanker[str] | None = None) -> None:
-        self._lock = threading.Lock()
+    def __init__(
+        self,
+        dense: DenseRanker[str] | None = None,
+        erase_outdated: Callable[[], int] | None = None,
+    ) -> None:
         self._indexing = threading.Lock()  # one writer of the marks' rows per process
-        self._meanings = None if dense is None else MarkMeanings(dense)
-        self._newest: datetime | None = None
-        self._forgotten: set[str] = set()  # erased by memory.forget: never embedded
-        self._pruned = False  # whether the cache was cleared of what no mark says
+        self._dense = dense
+        self._erase_outdated = erase_outdated
 
     def index(self, store: Store) -> int:
         """Turn every queued mark into its row; how many marks were taken off the queue."""
@@ -67,62 +63,19 @@ class MarkSearch:
         first. A subject path finds nothing here (see
         :func:`daemon.search.marks.is_free_text`)."""
         if not has_terms(about):
-            return []  # nothing to look for: no need to follow the table
+            return []  # nothing to look for
         wanted = list(query_terms(about))
         rows = tx.text_index.candidates(MARKS, wanted, MAX_HITS, scope=workspace)
         found = [row.source for row in rows]
         found += [mark for mark in _queued_matches(tx, workspace, about) if mark not in found]
-        if self._meanings is None:
+        if self._dense is None:
             return found[:MAX_HITS]
-        with self._lock:
-            self._follow(tx, self._meanings)
-            return self._meanings.fuse(workspace, about, found[:MAX_HITS])
+        return fused(self._dense, workspace, about, found[:MAX_HITS])
 
-    def follow(self, tx: Tx) -> None:
-        """Bring the dense side up to date with the table now rather than at the next
-        search (with a dense ranker)."""
-        if self._meanings is not None:
-            with self._lock:
-                self._follow(tx, self._meanings)
-
-    def embed(self) -> None:
-        """Embed (with a dense ranker) the texts read since the last search, outside any
-        transaction, so that the next search does not wait for it."""
-        if self._meanings is not None:
-            with self._lock:
-                self._meanings.flush()
-
-    def _follow(self, tx: Tx, meanings: MarkMeanings) -> None:
-        for mark_id in tx.marks.forgotten_ids() - self._forgotten:
-            meanings.erase(mark_id)
-            self._forgotten.add(mark_id)
-        self._read_new(tx, meanings)
-        if not self._pruned:
-            meanings.prune()  # every live text is known now
-        self._pruned = True
-
-    def _read_new(self, tx: Tx, meanings: MarkMeanings) -> None:
-        count = tx.marks.count_all()
-        if count == len(meanings.ids()):
-            return
-        if self._newest is not None:
-            self._read(tx.marks.texts_created_since(self._newest - SLACK), meanings)
-        if count == len(meanings.ids()):
-            return
-        # Rows stored with an old instant (or the first look): compare ids, read what is new.
-        stored = tx.marks.all_ids()
-        for gone in meanings.ids() - stored:
-            meanings.drop(gone)
-        self._read(tx.marks.texts_of(list(stored - meanings.ids())), meanings)
-
-    def _read(self, found: list[Said], meanings: MarkMeanings) -> None:
-        known = meanings.ids()
-        for text in found:
-            if text.id not in known:
-                forgotten = text.id in self._forgotten
-                meanings.add(text.id, text.workspace_id, None if forgotten else text.observation)
-            if self._newest is None or text.created_at > self._newest:
-                self._newest = text.created_at
+    def erase_outdated(self) -> int:
+        """Delete the vectors of marks whose text is gone or changed (after a forget: the
+        forgotten marks'); how many."""
+        return 0 if self._erase_outdated is None else self._erase_outdated()
 
 
 def _index_queued(tx: Tx) -> int:

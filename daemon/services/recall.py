@@ -20,22 +20,25 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from daemon.config import Config, ConfigError, LLMConfig, RecallConfig
 from daemon.core.clock import iso
 from daemon.core.records import ENDED_MARK_STATES, Mark
 from daemon.core.strength import Strength, strength
+from daemon.core.vectors import Coverage
 from daemon.files.compost import Compost, CompostHit
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
 from daemon.schema.recall import RecallQuery, horizon_start
 from daemon.search.daily import DailyHit
-from daemon.search.fusion import DenseRanker
 from daemon.search.memory_index import MemoryTextIndex
 from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, StoreTextIndex, Tx
+
+if TYPE_CHECKING:  # the semantic extra is imported only when it is on
+    from daemon.services.semantic_recall import SemanticRecall
 
 T = TypeVar("T")
 
@@ -99,11 +102,15 @@ class RecallResult:
     compost: list[CompostHit]
     summary: str | None = None
     history: bool = False  # marks carry their supersede links and end
+    # With semantic recall on: how much was embedded when this was ranked (the rest was
+    # ranked lexically).
+    semantic: Coverage | None = None
 
     def to_json(self, *, explain: bool = False) -> dict[str, Any]:
-        """The documented shape (SPEC §6), and nothing more; with ``explain``, each mark
-        also says how its strength got there and how it ended (the CLI's text view)."""
-        return {
+        """The documented shape (SPEC §6), and with semantic recall on its coverage; with
+        ``explain``, each mark also says how its strength got there and how it ended (the
+        CLI's text view)."""
+        shown: dict[str, Any] = {
             "substrate": [
                 {"file": h.file, "excerpt": h.excerpt, "reason": h.reason} for h in self.substrate
             ],
@@ -122,6 +129,12 @@ class RecallResult:
             ],
             "summary": self.summary,
         }
+        if self.semantic is not None:
+            shown["semantic"] = {
+                "embedded": self.semantic.embedded,
+                "total": self.semantic.total,
+            }
+        return shown
 
 
 @dataclass
@@ -136,58 +149,66 @@ class Memory:
     zone: ZoneInfo
     mark_search: MarkSearch = field(default_factory=MarkSearch)
     llm: LLMConfig | None = None  # the model for summaries, when one is configured
+    semantic: SemanticRecall | None = None  # with [recall] semantic = true
 
     @classmethod
-    def from_config(cls, config: Config, store: Store) -> Memory:
-        dense = dense_indexes(config.recall)
+    def from_config(cls, config: Config, store: Store, *, daemon: bool = False) -> Memory:
+        """The layers ``config`` describes over ``store``; ``daemon``: this process keeps
+        the indexes and embeds (the daemon's embedding worker is made, not started)."""
         # A store in memory (no database yet) keeps nothing: its index would be empty.
         index = MemoryTextIndex() if store.in_memory else StoreTextIndex(store)
+        parts = None if store.in_memory else semantic_recall(config.recall, store, daemon)
+        daily = DailyLog(config.paths.daily, parts.lines if parts else None, index=index)
+        mark_search = parts.mark_search() if parts else MarkSearch()
+        if parts is not None and daemon:
+            parts.attach(daily, mark_search)
         return cls(
             store=store,
-            substrate=Substrate(config.paths.substrate, dense(None) if dense else None),
-            daily=DailyLog(config.paths.daily, dense(None) if dense else None, index=index),
+            substrate=Substrate(config.paths.substrate, parts.substrate if parts else None),
+            daily=daily,
             compost=Compost(config.paths.compost, config.compost.templates),
             workspace=config.workspace,
             zone=config.zone,
-            # Apart from the files' embeddings: a forgotten mark's must be deletable.
-            mark_search=MarkSearch(dense("marks") if dense else None),
+            mark_search=mark_search,
             llm=config.llm if config.llm_configured else None,
+            semantic=parts,
         )
 
     def prepare_search(self) -> None:
         """Bring the text index up to date (the daily files that changed, the marks
-        queued) and embed the daily and substrate lines and the marks' texts (semantic on)
-        ahead of the first recall."""
+        queued) and read the substrate ahead of the first recall; with semantic recall
+        on, wake the embedding worker for what changed."""
         self.index_marks()
-        self.daily.prepare_search()
+        self.daily.refresh()
         self.substrate.prepare_search()
-        self.store.read_sync(self.mark_search.follow)
-        self.mark_search.embed()
+        if self.semantic is not None and self.semantic.worker is not None:
+            self.semantic.worker.wake()
 
     def index_marks(self) -> None:
-        """Index the marks queued since the last look (where this process may write)."""
-        if self.store.writer_alive:
-            self.mark_search.index(self.store)
+        """Index the marks queued since the last look (where this process may write); new
+        rows wake the embedding worker."""
+        if self.store.writer_alive and self.mark_search.index(self.store):
+            worker = None if self.semantic is None else self.semantic.worker
+            if worker is not None:
+                worker.wake()
 
 
-def dense_indexes(config: RecallConfig) -> Callable[[str | None], DenseRanker[Any]] | None:
-    """What makes a layer's dense index when ``[recall] semantic`` is on, given the scope
-    its embeddings are cached under (``None``: shared with the other layers; one model
-    and one cache file for all); ``None`` when it is off."""
+def semantic_recall(config: RecallConfig, store: Store, daemon: bool) -> SemanticRecall | None:
+    """Hybrid recall's parts when ``[recall] semantic`` is on (see
+    :func:`~daemon.services.semantic_recall.load_semantic_recall`); ``None`` when it is off."""
     if not config.semantic:
         return None
     try:
         from daemon.search.embedding import SemanticUnavailable
-        from daemon.search.semantic import DenseIndex, load_semantic
+        from daemon.services.semantic_recall import load_semantic_recall
     except ImportError as exc:  # the optional extra is not installed
         raise ConfigError(
             f"recall.semantic: needs pip install 'cambium-memory[semantic]' ({exc})"
         ) from None
     try:
-        shared = load_semantic(config)
+        return load_semantic_recall(config, store, daemon=daemon)
     except SemanticUnavailable as exc:
         raise ConfigError(f"recall.semantic: {exc}") from None
-    return lambda scope: DenseIndex(shared if scope is None else shared.scoped(scope))
 
 
 def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
@@ -221,6 +242,7 @@ def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
         daily=daily,
         compost=compost,
         history=query.include_history,
+        semantic=None if memory.semantic is None else memory.semantic.coverage(),
     )
 
 

@@ -9,7 +9,9 @@ psycopg, are imported by name where they are needed).
 
 May import ``daemon.core`` only."""
 
+from daemon.store.activity import Found, Reinforced
 from daemon.store.deliveries import Delivery, DeliveryCounts
+from daemon.store.dense_rows import DenseRows
 from daemon.store.engine import Store, Tx, check_sqlite_file, make_engine
 from daemon.store.errors import (
     DeliveriesPending,
@@ -30,9 +32,12 @@ __all__ = [
     "DeliveriesPending",
     "Delivery",
     "DeliveryCounts",
+    "DenseRows",
+    "Found",
     "MarkText",
     "Marks",
     "NewSignal",
+    "Reinforced",
     "Seeds",
     "SignalLog",
     "Store",

@@ -18,6 +18,8 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.store.activity import Activity
+from daemon.store.dense_rows import DenseRows
 from daemon.store.errors import StoreCorrupt, StoreLost
 from daemon.store.failure import describe_failure
 from daemon.store.marks import Marks
@@ -121,12 +123,20 @@ class Tx:
         return Tombstones(self.connection)
 
     @property
+    def activity(self) -> Activity:
+        return Activity(self.connection)
+
+    @property
     def rhythms(self) -> RhythmState:
         return RhythmState(self.connection)
 
     @property
     def text_index(self) -> TextRows:
         return TextRows(self.connection)
+
+    @property
+    def dense(self) -> DenseRows:
+        return DenseRows(self.connection)
 
 
 class Store:

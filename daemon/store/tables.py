@@ -11,8 +11,10 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
+    LargeBinary,
     String,
     UniqueConstraint,
     text,
@@ -301,3 +303,51 @@ class TextPendingTable(SQLModel, table=True):
     __tablename__ = "text_pending"
 
     mark_id: str = Field(primary_key=True, max_length=128)
+
+
+class DenseVectorTable(SQLModel, table=True):
+    """The meaning of one daily line or mark: its embedding, as int8 and a scale, keyed by
+    where it is and by the SHA-256 of what was embedded (so moved or repeated text is not
+    embedded again)."""
+
+    __tablename__ = "dense_vectors"
+    __table_args__ = (
+        UniqueConstraint("layer", "source", "state", "part", name="uq_dense_vectors_place"),
+        Index("ix_dense_vectors_hash", "hash"),
+    )
+
+    id: int | None = Field(
+        default=None, sa_column=Column(SEQUENCE, primary_key=True, autoincrement=True)
+    )
+    layer: str = Field(max_length=16)  # daily | marks
+    scope: str = Field(default="", max_length=128)  # a mark's workspace
+    source: str = Field(max_length=512)  # the day (YYYY-MM-DD) or the mark id
+    state: str = Field(default="", max_length=16)  # daily: live | archived
+    part: int  # the line number (0 for a mark)
+    digest: int = Field(sa_column=Column(BigInteger(), nullable=False))  # a mark's text row's
+    hash: bytes = Field(sa_column=Column(LargeBinary(32), nullable=False))
+    vector: bytes = Field(sa_column=Column(LargeBinary(), nullable=False))  # int8 each
+    scale: float = Field(sa_column=Column(Float(), nullable=False))
+
+
+class DenseGroupTable(SQLModel, table=True):
+    """A daily file's lines whose vectors are all stored: the text index's signatures of
+    the files they were read from, as a fingerprint."""
+
+    __tablename__ = "dense_groups"
+
+    layer: str = Field(primary_key=True, max_length=16)
+    source: str = Field(primary_key=True, max_length=512)
+    state: str = Field(primary_key=True, max_length=16)
+    fingerprint: str = Field(max_length=64)
+
+
+class DenseStateTable(SQLModel, table=True):
+    """One row: the model the vectors are of, and a counter every change of them bumps (a
+    copy of the vectors outside the store knows whether it is current)."""
+
+    __tablename__ = "dense_state"
+
+    id: int = Field(primary_key=True)
+    model: str = Field(max_length=128)
+    generation: int = Field(sa_column=Column(BigInteger(), nullable=False))

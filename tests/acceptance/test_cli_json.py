@@ -65,6 +65,14 @@ def test_the_write_commands_print_json(home: DaemonHome) -> None:
         assert done["outcome"] == "consolidated" and done["archived"].endswith("2026-01-15.md")
         again = as_json(home, "memory", "consolidate", "--date", "2026-01-15")
         assert again["outcome"] == "already consolidated"
+        for day in ("2026-01-17", "2026-01-16", "2026-01-19"):
+            as_json(home, "memory", "note", f"OBS subject=user.day{day[-2:]} x", "--date", day)
+        through = as_json(home, "memory", "consolidate", "--through", "2026-01-18")
+        assert [(d["date"], d["outcome"]) for d in through] == [
+            ("2026-01-16", "consolidated"),
+            ("2026-01-17", "consolidated"),
+        ]  # oldest first; the 19th is after --through and stays live
+        assert (daily / "2026-01-19.md").exists()
 
         seed = {"subject": "user.coffee", "proposed_change": "Add: black coffee",
                 "target_file": "USER.md", "based_on_marks": [mark["id"]]}  # fmt: skip

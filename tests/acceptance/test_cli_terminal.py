@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli.render import show, table
-from daemon.testing import CAMBIUM, DaemonHome
+from daemon.testing import CAMBIUM, DaemonHome, running
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and cursor moves
 LONG = "word " * 60  # 300 characters: wrapped at 80 columns on a terminal
@@ -77,12 +77,29 @@ def test_export_and_import_show_progress_on_a_terminal_only(tmp_path: Path) -> N
 
     code, output = on_a_pty([CAMBIUM, "export", str(archive)], home.env())
     assert code == 0, output
-    assert "\rexporting to " in output  # the path may be cut to the terminal width
+    # A spinner's frame first where the terminal's encoding has one (not in the C locale);
+    # the path may be cut to the terminal width.
+    assert re.search(r"\r(\S )?exporting to ", output), output
     code, output = on_a_pty([CAMBIUM, "import", str(archive)], home.env())
     assert code == 0, output
-    assert "\rimporting " in output
+    assert re.search(r"\r(\S )?importing ", output), output
 
     piped = home.cli("export", str(archive), "--force", "--json")
     assert piped.returncode == 0 and "exporting" not in piped.stderr + piped.stdout
     piped = home.cli("import", str(archive))
     assert piped.returncode == 0 and "importing" not in piped.stderr + piped.stdout
+
+
+@pytest.mark.subprocess
+def test_consolidating_through_a_date_shows_a_bar_on_a_terminal(tmp_path: Path) -> None:
+    home = DaemonHome(tmp_path)
+    with running(home):
+        for day in ("2026-01-15", "2026-01-16"):
+            noted = home.cli("memory", "note", "a line", "--date", day)
+            assert noted.returncode == 0, noted.stderr
+        code, output = on_a_pty(
+            [CAMBIUM, "memory", "consolidate", "--through", "2026-01-16"], home.env()
+        )
+    assert code == 0, output
+    assert "consolidating" in output and "0/2" in output  # the bar, drawn at once
+    assert "consolidated 2026-01-15" in output and "consolidated 2026-01-16" in output

@@ -40,7 +40,9 @@ IDS = {
     "<seed-id>": re.compile(r"\bsd_[0-9a-f]{24}\b"),
 }
 VARYING = [
-    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<time>"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<time>"),  # JSON: UTC
+    # Read by a person: in the configured zone, labelled (CEST, UTC, +03).
+    (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Z]{2,5}|[+-]\d\d(?:\d\d)?)\b"), "<time>"),
     (re.compile(r"\bup (\d+ days?, )?\d+:\d\d:\d\d"), "up <uptime>"),
     (re.compile(r'"current_strength": [0-9.]+'), '"current_strength": <strength>'),
     (re.compile(re.escape(__version__) + r"(?=,)"), "<version>"),

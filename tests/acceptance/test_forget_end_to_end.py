@@ -1,13 +1,15 @@
 """End to end, checked on bytes: a subject observed, consolidated by a (fake) model, seeded,
-embedded (semantic recall on, the real model) and exported, then forgotten with the real
-CLI. Afterwards the text is nowhere: not in the SQLite files (db, -wal, -shm), the
-embedding store and its -wal, the daily archive, the daemon's log or a new export; recall
+embedded (semantic recall on, the real model: the vectors are rows of the store and a
+memory-mapped copy) and exported, then forgotten with the real CLI. Afterwards the text is
+nowhere: not in the SQLite files (db, -wal, -shm), no vector or hash of it in the store or
+the vector file, not in the daily archive, the daemon's log or a new export; recall
 no longer serves it; the live line that still mentions it is listed, not rewritten. A
 forget that matches nothing exits 1 naming the pattern, and leaves no tombstone."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,7 +51,7 @@ def ok(home: DaemonHome, *args: str) -> str:
 def on_disk(home: DaemonHome) -> dict[str, bytes]:
     """Every file the daemon keeps that may hold the text, by name."""
     root = home.root
-    files = [p for p in root.iterdir() if p.name.startswith(("cambium.db", "embeddings.sqlite"))]
+    files = [p for p in root.iterdir() if p.name.startswith(("cambium.db", "embeddings."))]
     files += list((root / "memory" / "daily" / "archive").iterdir())
     files.append(home.log)
     return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file()}
@@ -109,11 +111,13 @@ semantic = true
             "chat",
         )
         ok(home, "memory", "note", "call the dentist to move Friday")  # today's live file
-        # Recall embeds what it searches (the marks', the lines'); both are found.
+        # The worker embeds the marks' texts and the lines; both are found.
+        wait_until_embedded(home)
         found = home.get("/v1/recall", about="root canal appointment").json()
         assert SECRET in json.dumps(found["daily"]) and SECRET in json.dumps(found["marks"])
-        cache = home.root / "embeddings.sqlite"
-        assert semantic.content_hash(INFERRED) in cache.read_bytes() + wal(cache)
+        stored = vectors_of(home, forgotten_hashes())
+        assert len(stored) == 2 + 2  # the marks', and the lines' (the line, and its neighbour)
+        assert all(value in on_disk(home)["embeddings.i8"] for value in stored)
         before = home.root / "before.tar"
         ok(home, "export", str(before))
         assert SECRET.encode() in before.read_bytes()
@@ -135,16 +139,43 @@ semantic = true
         [tombstone] = json.loads(ok(home, "memory", "tombstones", "--json"))
         assert tombstone["marks_erased"] == 2
     files = on_disk(home) | {"after.tar": after.read_bytes()}
-    digests = [semantic.content_hash(t) for t in (LINE, INFERRED, OBSERVED)]
+    digests = forgotten_hashes()
+    assert vectors_of(home, digests) == []
     for name, data in files.items():
         assert SECRET.encode() not in data, f"{name} still holds the text"
         assert not any(d in data for d in digests), f"{name} still holds a hash of the text"
+        assert not any(v in data for v in stored), f"{name} still holds a vector of the text"
     assert KEPT.encode() in files["after.tar"]  # the check would see text that is there
     archived = (live / "archive" / f"{DAY}.md").read_text()
     assert archived == f"{KEPT}\n[forgotten: {tombstone['id']}]\n"
     assert "call the dentist to move Friday" in "".join(p.read_text() for p in live.glob("*.md"))
 
 
-def wal(path: Path) -> bytes:
-    log = path.with_name(path.name + "-wal")
-    return log.read_bytes() if log.exists() else b""
+def forgotten_hashes() -> list[bytes]:
+    """What the forgotten texts are stored under: the marks' observations, the line's
+    meaning and its neighbour's (whose window holds it; the day's lines as noted)."""
+    from daemon.search.fusion import meaning_hash
+    from daemon.services.embedding_worker import document_hashes
+
+    return [meaning_hash((INFERRED,)), meaning_hash((OBSERVED,)), *document_hashes([KEPT, LINE])]
+
+
+def vectors_of(home: DaemonHome, hashes: list[bytes]) -> list[bytes]:
+    from daemon.store import Store
+
+    store = Store(f"sqlite:///{home.root / 'cambium.db'}")
+    try:
+        found = store.read_sync(lambda tx: tx.dense.by_hash(hashes))
+    finally:
+        store.close()
+    return [vector.values for vector in found.values()]
+
+
+def wait_until_embedded(home: DaemonHome) -> None:
+    deadline = time.monotonic() + 180  # a bound for a busy machine, not a speed goal
+    while True:
+        coverage = home.get("/v1/health").json()["embedding"]
+        if coverage["embedded"] == coverage["total"] and coverage["total"] >= 4:
+            return
+        assert time.monotonic() < deadline, coverage
+        time.sleep(0.2)

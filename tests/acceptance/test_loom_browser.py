@@ -1,7 +1,9 @@
 """Loom in a real browser: headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
 driven by selenium) against the real daemon, reached the way a user reaches it, through
-``cambium loom``'s one-time link. Screenshots of each page go to build/screenshots/loom
-(or $LOOM_SCREENSHOTS)."""
+``cambium loom``'s one-time link: every page read, and every act (search, correct, forget,
+review and undo, discard) clicked through with JavaScript on and off. Screenshots of each
+page are the test's artefacts, in its tmp_path (or $LOOM_SCREENSHOTS, where the README's
+docs/loom-*.png are refreshed from)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ HALF_LIFE_DAYS = 10.0
 INTENSITY = 0.7
 DELTA = 0.25
 SCRIPT = "<script>alert(1)</script>"
-SCREENSHOTS = Path(os.environ.get("LOOM_SCREENSHOTS", "build/screenshots/loom"))
+SCREENSHOTS = os.environ.get("LOOM_SCREENSHOTS")
 TOKEN = "loom-test-token-0123456789"
 
 
@@ -55,6 +57,7 @@ def home(tmp_path: Path, unused_tcp_port: int) -> Iterator[DaemonHome]:
     home.extra_config = f"max_attempts = 1\n[observation]\nreinforce_delta = {DELTA}\n"
     home.ingress_config = f'tcp = "127.0.0.1:{unused_tcp_port}"\ntoken_file = "{token}"\n'
     home.write_config()
+    (home.substrate / "drinks.md").write_text("# Drinks\ncoffee, black\n")
     with running(home):
         yield home
 
@@ -158,7 +161,8 @@ def cli_json(home: DaemonHome, *args: str) -> Any:
 
 
 def search(driver: Any, text: str) -> None:
-    box = driver.find_element(By.NAME, "q")
+    """The marks page's own filter, by text."""
+    box = driver.find_element(By.ID, "marks-text")
     box.send_keys(text)
     box.submit()
     WebDriverWait(driver, 10).until(arrived.url_contains(f"q={text}"))
@@ -172,9 +176,26 @@ def arriving(browser: Any, element_id: str) -> Any:
     )
 
 
-def shoot(driver: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    assert driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where this test's screenshots go: its own tmp_path, or $LOOM_SCREENSHOTS."""
+    folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def shoot(driver: Any, folder: Path, name: str, *, whole: bool = False) -> None:
+    """The window, or (``whole``) the whole page: the window stretched to its height."""
+    if not whole:
+        assert driver.save_screenshot(str(folder / f"{name}.png"))
+        return
+    size = driver.get_window_size()
+    height = driver.find_element(By.TAG_NAME, "body").rect["height"]
+    driver.set_window_size(size["width"], min(int(height) + 200, 4000))
+    try:
+        assert driver.save_screenshot(str(folder / f"{name}.png"))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
 
 
 def plotted(driver: Any) -> list[tuple[datetime, float]]:
@@ -191,7 +212,7 @@ def plotted(driver: Any) -> list[tuple[datetime, float]]:
     return curve
 
 
-def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
+def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any, shots: Path) -> None:
     now = datetime.now(UTC)
     first_seen, reinforced = now - timedelta(days=20), now - timedelta(days=6)
     day = first_seen.date().isoformat()
@@ -223,7 +244,7 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     search(browser, "lentil")
     links = browser.find_elements(By.CSS_SELECTOR, "table.marks a")
     assert [a.text for a in links] == ["likes lentil soup"]
-    shoot(browser, "marks")
+    shoot(browser, shots, "marks")
 
     # Its page plots strength by the formula, past and future, with the reinforcement.
     links[0].click()
@@ -242,17 +263,17 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     assert len(browser.find_elements(By.CSS_SELECTOR, "circle.reinforcement")) == 1
     quoted = browser.find_element(By.CSS_SELECTOR, "section.evidence blockquote").text
     assert "had lentil soup for lunch" in quoted
-    shoot(browser, "mark")
+    shoot(browser, shots, "mark")
 
     browser.find_element(By.LINK_TEXT, "open the day").click()
     assert browser.current_url.endswith(f"/loom/days/{day}#L1")
     cited = browser.find_element(By.CSS_SELECTOR, "tr.cited")
     assert "had lentil soup for lunch" in cited.text and "likes lentil soup" in cited.text
-    shoot(browser, "day")
+    shoot(browser, shots, "day")
 
     # Accepting the seed in the page: the signal id and the outcome, and the CLI agrees.
     browser.find_element(By.LINK_TEXT, "Seeds").click()
-    shoot(browser, "seeds")
+    shoot(browser, shots, "seeds")
     reviewer = browser.find_element(By.NAME, "reviewer")
     reviewer.clear()
     reviewer.send_keys("ada")
@@ -260,7 +281,7 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     outcome = arriving(browser, "review-outcome").text
     review_id = browser.find_element(By.ID, "review-signal").text
     assert "seeds delivered" in outcome and "now accepted" in outcome
-    shoot(browser, "seed")
+    shoot(browser, shots, "seed")
     [seed] = [s for s in cli_json(home, "memory", "seeds") if s["id"] == seed_id]
     assert seed["state"] == "accepted" and seed["reviewed_by"] == "ada"
     assert cli_json(home, "signals", "show", review_id)["type"] == "memory.seed_reviewed"
@@ -270,13 +291,13 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     browser.find_element(By.CSS_SELECTOR, "select[name=status] option[value=dead]").click()
     browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
     WebDriverWait(browser, 10).until(arrived.url_contains("status=dead"))
-    shoot(browser, "signals")
+    shoot(browser, shots, "signals")
     browser.find_element(By.LINK_TEXT, dead).click()
     assert f"no seed {late_seed}" in browser.find_element(By.CSS_SELECTOR, "td.error").text
     plant(home, "sig-plant-late", [])
     browser.find_element(By.ID, "retry").click()
     assert "seeds delivered" in arriving(browser, "retry-outcome").text
-    shoot(browser, "signal")
+    shoot(browser, shots, "signal")
     assert cli_json(home, "signals", "--status", "dead") == []
 
     # Markup in a mark is text: no dialog opens.
@@ -289,7 +310,7 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
 
     # A POST without the form's token is refused, from the page's own origin too.
     browser.find_element(By.LINK_TEXT, "Health").click()
-    shoot(browser, "health")
+    shoot(browser, shots, "health")
     assert "0 dead" in browser.find_element(By.TAG_NAME, "main").text
     browser.execute_script(
         "const f = document.createElement('form'); f.method = 'post';"
@@ -299,13 +320,124 @@ def test_loom_in_chromium(home: DaemonHome, door: str, browser: Any) -> None:
     assert "token is missing" in browser.find_element(By.CSS_SELECTOR, "p.problem").text
 
 
-def test_loom_reads_and_searches_without_javascript(home: DaemonHome, door: str) -> None:
-    observe(home, "likes lentil soup", datetime.now(UTC) - timedelta(days=2), {"note": "n"})
-    with chromium(javascript=False) as browser:
+def fill(driver: Any, form: str, **fields: str) -> None:
+    for name, value in fields.items():
+        field = driver.find_element(By.CSS_SELECTOR, f"{form} [name={name}]")
+        field.clear()
+        field.send_keys(value)
+
+
+def labels_apart(driver: Any) -> bool:
+    """The time axis's labels as the browser laid them out: none touches another."""
+    boxes = [e.rect for e in driver.find_elements(By.CSS_SELECTOR, "text.time-label")]
+    assert len(boxes) == 3
+    return not any(
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+    )
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["javascript", "no-javascript"])
+def test_loom_acts_in_chromium(home: DaemonHome, door: str, shots: Path, javascript: bool) -> None:
+    now = datetime.now(UTC)
+    day = now.date().isoformat()
+    assert home.cli("memory", "note", "had lentil soup for lunch", "--date", day).returncode == 0
+    observe(home, "likes lentil soup", now, {"daily_file": f"{day}.md", "line_range": [1, 1]})
+    seed_id = derived_id("sd", "sig-plant-drink")
+    emit(
+        home,
+        {
+            "id": "sig-plant-drink",
+            "type": "memory.seed_planted",
+            "source_id": "gardener",
+            "payload": {
+                "subject": "user.drink",
+                "proposed_change": "Green tea in the morning.",
+                "target_file": "long-term/drinks.md",
+            },
+        },
+    )
+    dead = emit(
+        home,
+        {
+            "type": "memory.seed_reviewed",
+            "source_id": "impatient",
+            "payload": {"seed_id": "sd_never", "decision": "rejected", "reviewer": "ada"},
+        },
+    )
+    with chromium(javascript) as browser:
         browser.get(door)
-        browser.find_element(By.NAME, "q").send_keys("lentil")
-        browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
-        WebDriverWait(browser, 10).until(arrived.url_contains("q=lentil"))
-        browser.find_element(By.LINK_TEXT, "likes lentil soup").click()
+        name = "js" if javascript else "nojs"
+
+        # One box on every page searches every layer; the context block is shown.
+        browser.find_element(By.ID, "search-box").send_keys("lentil")
+        browser.find_element(By.ID, "search-button").click()
+        block = arriving(browser, "context-block").text
+        assert "user.food.lunch: likes lentil soup" in block
+        shoot(browser, shots, f"search-{name}", whole=True)
+
+        # Open the mark, correct it (confirmed first), and its history shows the correction.
+        browser.find_element(By.CSS_SELECTOR, "#search-marks a").click()
         assert browser.find_element(By.ID, "strength-plot").is_displayed()
-        assert browser.find_element(By.ID, "strength-now").text.startswith("0.")
+        assert labels_apart(browser)  # seen a moment ago: "now" is off the start date
+        fill(browser, "#correct-form", text="likes lentil stew", reason="misheard")
+        browser.find_element(By.ID, "correct").click()
+        assert "likes lentil stew" in arriving(browser, "new-text").text
+        shoot(browser, shots, f"confirm-{name}", whole=True)
+        browser.find_element(By.ID, "confirm").click()
+        assert "Corrected" in arriving(browser, "act-outcome").text
+        assert browser.find_element(By.CSS_SELECTOR, "h1.observation").text == "likes lentil stew"
+        history = browser.find_element(By.ID, "history").text
+        assert "corrected by" in history and "“likes lentil soup” became" in history
+        shoot(browser, shots, f"corrected-{name}", whole=True)
+        corrected = cli_json(home, "memory", "recall", "user.food.lunch")["marks"]
+        assert [m["observation"] for m in corrected] == ["likes lentil stew"]
+
+        # Forget it from its page: a tombstone, no strength.
+        fill(browser, "#forget-form", reason="private")
+        browser.find_element(By.ID, "forget").click()
+        arriving(browser, "confirm").click()
+        arriving(browser, "tombstone")
+        assert not browser.find_elements(By.ID, "strength-plot")
+        assert not browser.find_elements(By.TAG_NAME, "meter")
+        assert "likes lentil" not in browser.find_element(By.ID, "history").text
+        shoot(browser, shots, f"forgotten-{name}", whole=True)
+        [tombstone] = cli_json(home, "memory", "tombstones")
+        assert tombstone["reason"] == "private"
+
+        # Review the seed with its diff in view, then undo the review.
+        browser.find_element(By.LINK_TEXT, "Seeds").click()
+        browser.find_element(By.LINK_TEXT, "user.drink").click()
+        assert "+Green tea in the morning." in browser.find_element(By.ID, "seed-diff").text
+        assert "coffee, black" in browser.find_element(By.ID, "target-text").text
+        fill(browser, "form.review", reviewer="ada")
+        browser.find_element(By.CSS_SELECTOR, "button.accept").click()
+        assert "now accepted" in arriving(browser, "review-outcome").text
+        shoot(browser, shots, f"seed-{name}", whole=True)
+        browser.find_element(By.ID, "undo").click()
+        WebDriverWait(browser, 30).until(
+            lambda b: "Undo sent" in b.find_element(By.ID, "review-outcome").text
+        )
+        assert "now pending" in browser.find_element(By.ID, "review-outcome").text
+        [seed] = [s for s in cli_json(home, "memory", "seeds") if s["id"] == seed_id]
+        assert seed["state"] == "pending"
+        assert (home.substrate / "drinks.md").read_text() == "# Drinks\ncoffee, black\n"
+
+        # A dead delivery shows its error in the list, and is discarded from there.
+        browser.find_element(By.LINK_TEXT, "Signals").click()
+        browser.find_element(By.CSS_SELECTOR, "select[name=status] option[value=dead]").click()
+        browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+        WebDriverWait(browser, 10).until(arrived.url_contains("status=dead"))
+        assert "no seed sd_never" in browser.find_element(By.CSS_SELECTOR, "td .error").text
+        shoot(browser, shots, f"signals-{name}", whole=True)
+        browser.find_element(By.CSS_SELECTOR, "form.discard.inline button").click()
+        assert "Discarded" in arriving(browser, "discard-outcome").text
+        assert cli_json(home, "signals", "show", dead)["deliveries"][0]["status"] == "discarded"
+
+        browser.find_element(By.LINK_TEXT, "This week").click()
+        assert "Marks made (2)" in browser.find_element(By.ID, "week-made").text
+        shoot(browser, shots, f"week-{name}", whole=True)

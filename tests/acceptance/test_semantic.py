@@ -1,18 +1,25 @@
 """Hybrid recall with the real embedding model (all-MiniLM-L6-v2, int8 ONNX, from the
-``semantic`` extra's packages; nothing is downloaded). Skipped, with the reason, when the
-extra is not installed; test_fusion.py covers the fusion logic without it."""
+``semantic`` extra's packages; nothing is downloaded), through the real daemon: its worker
+embeds in the background, recall ranks what is embedded and says how much is, the vectors
+are stored rows keyed by content, and SIGTERM stops the daemon within seconds whatever the
+worker is doing. Skipped, with the reason, when the extra is not installed;
+test_fusion.py covers the fusion logic without it."""
 
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from semantic_model import DAILY, QUESTION, embedding, semantic
+from semantic_model import DAILY, QUESTION, semantic_config
 
-from daemon.search.fusion import line_meanings, said_of_speaker
+from daemon.store import Store
 from daemon.testing import DaemonHome, running
+
+__all__ = ["semantic_config"]  # the fixture, shared by the tests below
 
 
 @pytest.fixture
@@ -25,68 +32,109 @@ def home(tmp_path: Path) -> DaemonHome:
     return home
 
 
-def recall(home: DaemonHome, about: str) -> dict[str, list[dict[str, object]]]:
+def recall(home: DaemonHome, about: str, *more: str) -> dict[str, Any]:
     result = home.cli(
-        "memory", "recall", about, "--layers", "daily,substrate", "--horizon", "all", "--json"
+        "memory", "recall", about, "--layers", "daily,substrate", "--horizon", "all", *more
     )
     assert result.returncode == 0, result.stderr
-    found: dict[str, list[dict[str, object]]] = json.loads(result.stdout)
+    if "--json" not in more:
+        return {"text": result.stdout}
+    found: dict[str, Any] = json.loads(result.stdout)
     return found
 
 
-def semantic_on(home: DaemonHome) -> None:
-    home.extra_config = "[recall]\nsemantic = true\n"
+def asked(home: DaemonHome, about: str, **params: str) -> dict[str, Any]:
+    found: dict[str, Any] = home.get("/v1/recall", about=about, horizon="all", **params).json()
+    return found
+
+
+def embedded(home: DaemonHome) -> dict[str, Any]:
+    coverage: dict[str, Any] = home.get("/v1/health").json()["embedding"]
+    return coverage
+
+
+def wait_until_embedded(home: DaemonHome, at_least: int = 1) -> dict[str, Any]:
+    """Until the worker has embedded everything it knows of (and at least ``at_least``)."""
+    deadline = time.monotonic() + 180  # a bound for a busy machine, not a speed goal
+    while True:
+        coverage = embedded(home)
+        if coverage["embedded"] == coverage["total"] >= at_least:
+            return coverage
+        assert time.monotonic() < deadline, f"never embedded: {coverage}\n{home.log_text()}"
+        time.sleep(0.2)
+
+
+def test_semantic_recall_finds_a_paraphrase_once_embedded_and_says_how_much_was(
+    home: DaemonHome, semantic_config: str
+) -> None:
+    lexical = recall(home, QUESTION, "--json")
+    assert lexical["daily"] == [] and lexical["substrate"] == []
+    assert "semantic" not in lexical
+
+    home.extra_config = semantic_config
     home.write_config()
-
-
-def test_semantic_recall_finds_a_paraphrase_the_lexical_recall_misses(home: DaemonHome) -> None:
-    # The CLI asks the running daemon, which holds the model (the CLI never loads it).
     with running(home):
-        lexical = recall(home, QUESTION)
-        assert recall(home, "soup")["daily"][0]["line_range"] == [1, 1]
-        home.stop()
-    assert lexical["daily"] == []
-    assert lexical["substrate"] == []
+        first = asked(home, QUESTION, layers="daily")  # answered at once, embedded or not
+        assert set(first["semantic"]) == {"embedded", "total"}
+        coverage = wait_until_embedded(home, at_least=4 + 4)  # lines, substrate lines
+        hybrid = asked(home, QUESTION, layers="daily,substrate")
+        assert hybrid["semantic"] == {"embedded": coverage["total"], "total": coverage["total"]}
+        # The violin line, perhaps with the line before it: a line's meaning is partly
+        # that of its neighbours (daemon.search.fusion.line_meanings).
+        best = hybrid["daily"][0]
+        assert best["date"] == "2026-04-11"
+        assert best["line_range"] in ([2, 2], [1, 2])
+        assert "Anna: I've been practising my violin every evening" in str(best["excerpt"])
+        assert [Path(str(hit["file"])).name for hit in hybrid["substrate"]] == ["hobbies.md"]
+        assert hybrid["substrate"][0]["reason"] == "similar in meaning"
+        # A question about nothing in memory finds nothing, rather than the nearest lines.
+        nothing = asked(home, "quarterly tax filing deadline")
+        assert [nothing[layer] for layer in ("daily", "substrate", "marks", "compost")] == [
+            [],
+            [],
+            [],
+            [],
+        ]
+        # Lexical matches still come first when there are any.
+        assert asked(home, "soup", layers="daily")["daily"][0]["line_range"] == [1, 1]
+        status = home.cli("status")
+        assert status.returncode == 0, status.stderr
+        assert f"{coverage['total']} of {coverage['total']} embedded (100%)" in status.stdout
+    # The daemon down, the CLI reads the stored vectors (it embeds the question only); the
+    # substrate's lines, which only the daemon embeds, are ranked by their words.
+    shown = recall(home, QUESTION)["text"]
+    assert "Anna: I've been practising my violin every evening" in shown
+    assert "semantic: 4 of 8 embedded (50%); the rest ranked by words" in shown
 
-    semantic_on(home)
+
+def stored_ids(home: DaemonHome) -> dict[int, tuple[int, bytes]]:
+    """part -> (id, hash) of the stored vectors of the day's lines."""
+    store = Store(f"sqlite:///{home.root / 'cambium.db'}")
+    try:
+        return store.read_sync(lambda tx: tx.dense.at("daily", "2026-04-11", "live"))
+    finally:
+        store.close()
+
+
+def test_vectors_are_stored_rows_and_a_new_line_embeds_only_what_changed(
+    home: DaemonHome, semantic_config: str
+) -> None:
+    home.extra_config = semantic_config
+    home.write_config()
     with running(home):
-        hybrid = recall(home, QUESTION)
-        nothing = recall(home, "quarterly tax filing deadline")
-        soup = recall(home, "soup")
-    # The violin line, perhaps with the line before it: a line's meaning is partly that of
-    # its neighbours (daemon.search.fusion.line_meanings).
-    best = hybrid["daily"][0]
-    assert best["date"] == "2026-04-11"
-    assert best["line_range"] in ([2, 2], [1, 2])
-    assert "Anna: I've been practising my violin every evening" in str(best["excerpt"])
-    assert [Path(str(hit["file"])).name for hit in hybrid["substrate"]] == ["hobbies.md"]
-    assert hybrid["substrate"][0]["reason"] == "similar in meaning"
-    # A question about nothing in memory finds nothing, rather than the nearest lines.
-    assert nothing == {"daily": [], "substrate": [], "marks": [], "compost": [], "summary": None}
-    # Lexical matches still come first when there are any.
-    assert soup["daily"][0]["line_range"] == [1, 1]
-
-
-def test_embeddings_are_kept_beside_the_store_keyed_by_content(home: DaemonHome) -> None:
-    semantic_on(home)
-    # A daily line as said by its speaker, and with its neighbours; a substrate line as is.
-    daily = [text for pair in line_meanings(DAILY.splitlines()) for text in pair]
-    texts = [*daily, "# Hobbies", "Cello lessons.", "# Food", "Lentil soup."]
-    assert "Anna: Anna has been practising Anna's violin every evening" in texts
-    with running(home):
-        recall(home, QUESTION)
-        cache = semantic.EmbeddingCache(
-            home.root / "embeddings.sqlite", embedding.DEFAULT_MODEL_ID, 384
-        )
-        assert len(cache.get_many(semantic.content_hash(text) for text in texts)) == len(texts)
-        assert len(cache) == len(texts)  # queries are not stored
-        # A new line is embedded, with its window and the changed window of the line
-        # before it; the unchanged texts are not embedded again.
+        wait_until_embedded(home, at_least=4)
+        before = stored_ids(home)
+        assert sorted(before) == [1, 2, 3, 4]
         with (home.root / "memory" / "daily" / "2026-04-11.md").open("a") as file:
             file.write("Anna: bought new strings for my fiddle\n")
-        first = recall(home, QUESTION)["daily"][0]["line_range"]
-        assert first[0] <= 2 <= first[1] or first[0] <= 5 <= first[1]
-        assert len(cache) == len(texts) + 3
+        asked(home, "fiddle", layers="daily")  # the recall reads the file; the worker follows
+        wait_until_embedded(home, at_least=9)
+        after = stored_ids(home)
+    # Lines 1-3 mean what they meant: their rows were kept as they were (a row written
+    # again would have a new id). Line 4's window changed, so it means something else.
+    assert sorted(after) == [1, 2, 3, 4, 5]
+    assert [after[n] for n in (1, 2, 3)] == [before[n] for n in (1, 2, 3)]
+    assert after[4][1] != before[4][1]
 
 
 def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
@@ -96,36 +144,21 @@ def test_a_semantic_config_without_its_model_is_refused_naming_the_key(
         '[recall]\nsemantic = true\nmodel = "missing.onnx"\ntokenizer = "missing.json"\n'
     )
     home.write_config()
-    result = home.cli("run")
+    result = home.cli("memory", "recall", QUESTION)
     assert result.returncode == 2
     assert "recall.model: no such file" in result.stderr
 
 
-def embedded(home: DaemonHome, text: str) -> bool:
-    cache = semantic.EmbeddingCache(
-        home.root / "embeddings.sqlite", embedding.DEFAULT_MODEL_ID, 384
-    )
-    try:
-        return bool(cache.get_many([semantic.content_hash(text)]))
-    finally:
-        cache.close()
-
-
-def wait_until_embedded(home: DaemonHome, text: str) -> None:
-    deadline = time.monotonic() + 120  # a bound for a busy machine, not a speed goal
-    while not embedded(home, text):
-        assert time.monotonic() < deadline, f"{text!r} was never embedded"
-        time.sleep(0.2)
-
-
-def test_the_daemon_embeds_at_start_and_when_the_substrate_changes(home: DaemonHome) -> None:
-    semantic_on(home)
+def test_the_daemon_embeds_in_the_background_what_changes_and_finds_marks_by_meaning(
+    home: DaemonHome, semantic_config: str
+) -> None:
+    home.extra_config = semantic_config
+    home.write_config()
     with running(home):
-        wait_until_embedded(home, said_of_speaker(DAILY.splitlines()[1]))
-        wait_until_embedded(home, "Cello lessons.")
+        wait_until_embedded(home, at_least=8)
         # No recall is asked for: the watcher's change alone gets the new line embedded.
         (home.root / "memory" / "long-term" / "garden.md").write_text("Tomatoes by the wall.\n")
-        wait_until_embedded(home, "Tomatoes by the wall.")
+        wait_until_embedded(home, at_least=9)
         found = home.get("/v1/recall", about="vegetable patch", layers="substrate").json()
         assert [Path(hit["file"]).name for hit in found["substrate"]][:1] == ["garden.md"]
 
@@ -139,5 +172,35 @@ def test_the_daemon_embeds_at_start_and_when_the_substrate_changes(home: DaemonH
             "emit", "memory.observation", "--payload", json.dumps(observed), "--source-id", "chat"
         )
         assert emitted.returncode == 0, emitted.stderr
+        wait_until_embedded(home, at_least=10)
         marks = home.get("/v1/recall", about="musical instrument", layers="marks").json()["marks"]
         assert [mark["observation"] for mark in marks] == [observed["observation"]]
+
+
+def test_sigterm_stops_the_daemon_within_seconds_while_it_embeds(
+    home: DaemonHome, semantic_config: str
+) -> None:
+    """Long lines keep the model busy; SIGTERM interrupts it mid-batch, and what was stored
+    is kept for the next start."""
+    words = ["the", "quiet", "river", "ran", "past", "the", "old", "mill", "where", "we"]
+    lines = [" ".join(words[(n + k) % len(words)] for k in range(60)) for n in range(400)]
+    (home.root / "memory" / "daily" / "2026-04-12.md").write_text("\n".join(lines) + "\n")
+    home.extra_config = semantic_config + "embed_batch = 8\n"
+    home.write_config()
+    home.start()
+    deadline = time.monotonic() + 180
+    while embedded(home)["embedded"] == 0:  # the worker is at work
+        assert time.monotonic() < deadline, home.log_text()
+        time.sleep(0.1)
+    assert embedded(home)["embedded"] < embedded(home)["total"]
+    stopped = time.monotonic()
+    assert home.stop(signal.SIGTERM, timeout=30) == 0
+    assert time.monotonic() - stopped <= 5.0, home.log_text()
+    store = Store(f"sqlite:///{home.root / 'cambium.db'}")
+    try:
+        kept = store.read_sync(lambda tx: tx.dense.count())
+    finally:
+        store.close()
+    assert kept > 0
+    with running(home):
+        assert embedded(home)["embedded"] >= kept

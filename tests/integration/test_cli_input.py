@@ -28,6 +28,8 @@ from daemon.testing import DaemonHome
         (("memory", "recall", "x", "--min-strength", "nan"), "--min-strength"),
         (("memory", "recall", "x", "--horizon", "100000000d"), "--horizon"),
         (("memory", "recall", "x", "--horizon", "0001-01-01T00:00:00+01:00"), "--horizon"),
+        (("memory", "consolidate", "--through", "2026-02-30"), "--through"),
+        (("memory", "consolidate", "--date", "2026-01-01", "--through", "2026-01-02"), "--through"),
     ],
 )
 def test_out_of_range_values_exit_2_naming_the_option(

@@ -6,6 +6,8 @@ installed command against the real daemon). Exit codes: 0 ok, 1 failed, 2 bad in
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,11 @@ import click
 import pytest
 from click.testing import CliRunner
 from support import commands
+from test_marks_store import insert, make_mark
 
 from daemon.cli.main import cli
 from daemon.config import CONFIG_ENV
+from daemon.store import Store
 from daemon.testing import DaemonHome
 
 
@@ -125,16 +129,19 @@ def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
     assert not (home.root / "cambium.db").exists(), "reading creates no database"
 
 
-def test_recall_with_the_daemon_down_ranks_by_words_and_loads_no_model(
+def test_times_are_shown_in_the_configured_zone_labelled_and_json_stays_utc(
     home: DaemonHome,
 ) -> None:
-    """Ranking by meaning needs the model, which the daemon holds: the CLI never loads it
-    (181 MB and seconds a call) nor writes embeddings; it ranks by words and says so."""
-    home.extra_config = "[recall]\nsemantic = true\n"
-    home.write_config()
-    (home.root / "memory/daily/2026-11-30.md").write_text("lentil soup for lunch\n")
-    result = invoke(home, "memory", "recall", "lentil", "--horizon", "all", "--json")
-    assert result.exit_code == 0, result.stderr
-    assert [hit["date"] for hit in json.loads(result.stdout)["daily"]] == ["2026-11-30"]
-    assert "ranked by words alone" in result.stderr
-    assert not (home.root / "embeddings.sqlite").exists()
+    ok(home, "db", "upgrade")
+    seen = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)  # 11:00 in Berlin's summer time
+    mark = make_mark("mk_zone", "user.food", workspace_id="default", half_life_days=0.0)
+    store = Store(f"sqlite:///{home.root / 'cambium.db'}")
+    store.start()
+    try:
+        insert(store, replace(mark, first_observed_at=seen, last_reinforced_at=seen))
+    finally:
+        store.close()
+    shown = ok(home, "memory", "recall", "user.food", "--layers", "marks")
+    assert "first 2026-05-01 11:00:00 CEST" in shown and "09:00:00" not in shown
+    [found] = as_json(home, "memory", "recall", "user.food", "--layers", "marks")["marks"]
+    assert found["first_observed_at"] == "2026-05-01T09:00:00Z"

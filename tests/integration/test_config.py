@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from daemon.config import CONFIG_ENV, ConfigError, load_config, parse_config
-from daemon.services.recall import dense_indexes
+from daemon.services.recall import semantic_recall
+from daemon.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,6 +95,10 @@ def test_no_file_at_all_gives_the_embedded_defaults(
         ({"recall": {"threads": 0}}, "recall.threads"),
         ({"recall": {"semantic": "maybe"}}, "recall.semantic"),
         ({"recall": {"min_similarity": 2}}, "recall.min_similarity"),
+        ({"recall": {"embed_batch": 0}}, "recall.embed_batch"),
+        ({"recall": {"embed_batch": "64"}}, "recall.embed_batch"),
+        ({"recall": {"embed_batch": 1.5}}, "recall.embed_batch"),
+        ({"recall": {"embed_memory_mb": 8}}, "recall.embed_memory_mb"),
     ],
 )
 def test_bad_values_name_the_key(raw: dict[str, object], message: str) -> None:
@@ -174,8 +179,10 @@ def test_importing_config_does_not_import_sqlalchemy() -> None:
 def test_semantic_recall_is_off_by_default_and_its_paths_resolve(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "cambium.toml", "[paths]\n"))
     assert config.recall.semantic is False
-    assert dense_indexes(config.recall) is None  # nothing loaded: recall stays lexical
+    assert semantic_recall(config.recall, Store("sqlite://"), False) is None  # stays lexical
     assert config.recall.embeddings == tmp_path / "embeddings.sqlite"
+    assert config.recall.vectors == tmp_path / "embeddings"  # .i8, .slots, .json beside it
+    assert (config.recall.embed_batch, config.recall.embed_memory_mb) == (64, 64)
     given = '[recall]\nsemantic = true\nmodel = "m/model.onnx"\ntokenizer = "m/tokenizer.json"\n'
     config = load_config(write(tmp_path / "semantic.toml", given))
     assert (config.recall.model, config.recall.tokenizer) == (
@@ -192,6 +199,7 @@ def test_semantic_recall_is_off_by_default_and_its_paths_resolve(tmp_path: Path)
         ("[recall]\nthreads = true\n", "recall.threads: must be a number"),
         ("[seeds]\ndigest = 1\n", "seeds.digest: must be true or false"),
         ("[recall]\nsemantic = 0\n", "recall.semantic: must be true or false"),
+        ("[recall]\nembed_memory_mb = true\n", "recall.embed_memory_mb: must be a number"),
         ('[seeds]\ndigest = "yes"\n', "seeds.digest: must be true or false"),
     ],
 )

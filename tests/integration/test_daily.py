@@ -784,7 +784,7 @@ def test_between_equal_lines_the_newer_day_comes_first(directory: Path, daily: D
     write(directory / "archive" / "2026-04-09.md", "green tea\n")
     write(directory / "2026-04-11.md", "green tea\n")
     write(directory / "archive" / "2026-04-10.md", "green tea\n")
-    daily.prepare_search()
+    daily.refresh()
     assert [hit.date for hit in daily.search("tea", since=None, limit=10)] == [
         "2026-04-11",
         "2026-04-10",

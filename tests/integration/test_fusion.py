@@ -1,5 +1,6 @@
-"""Hybrid ranking without the real model: reciprocal-rank fusion, the dense index and its
-embedding cache, and the daily and substrate searches fusing a dense ranking, driven by a
+"""Hybrid ranking without the real model: reciprocal-rank fusion, the substrate's dense
+index and its embedding cache, and the daily and substrate searches fusing a dense ranking
+(the daily lines' from their stored vectors, embedded by the worker), driven by a
 deterministic embedder behind the same interface as the ONNX one.
 
 The real model's tests are in test_semantic.py (they need the ``semantic`` extra)."""
@@ -7,21 +8,24 @@ The real model's tests are in test_semantic.py (they need the ``semantic`` extra
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.search.fusion import line_meanings, ranking, reciprocal_rank_fusion, said_of_speaker
+from daemon.store import Store, StoreTextIndex
 
 if TYPE_CHECKING:
     from daemon.search import embedding as embedding_module
     from daemon.search import semantic as semantic_module
+    from daemon.services.embedding_worker import EmbeddingWorker
+    from daemon.services.semantic_recall import SemanticRecall
 
 DAY = date(2026, 4, 11)
 
@@ -43,7 +47,12 @@ class MeaningEmbedder:
     def __init__(self) -> None:
         self.embedded: list[str] = []  # every text it was asked for, in order
 
-    def embed(self, texts: Sequence[str]) -> embedding_module.Vectors:
+    def interrupt(self) -> None:
+        pass  # a batch here takes no time
+
+    def embed(
+        self, texts: Sequence[str], *, interruptible: bool = False
+    ) -> embedding_module.Vectors:
         import numpy as np
 
         from daemon.search.embedding import normalise
@@ -79,6 +88,42 @@ def shared(
 ) -> semantic_module.Semantic:
     cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
     return semantic.Semantic.create(embedder, cache, min_similarity=0.2)
+
+
+def stored_daily(
+    directory: Path, store: Store, shared: semantic_module.Semantic, tmp_path: Path
+) -> tuple[DailyLog, EmbeddingWorker]:
+    """A daily log ranking its lines' stored vectors, and the worker that embeds them."""
+    from daemon.services.dense_store import StoredLines, StoredVectors
+    from daemon.services.embedding_worker import EmbeddingWorker
+    from daemon.services.mark_search import MarkSearch
+
+    model, dimension = shared.embedder.model_id, shared.embedder.dimension
+    vectors = StoredVectors(store, tmp_path / "vectors", model, dimension, writable=True)
+    daily = DailyLog(directory, StoredLines(vectors, shared), index=StoreTextIndex(store))
+    worker = EmbeddingWorker(vectors, shared, daily, MarkSearch(), batch=4)
+    vectors.prepare(worker.stopped)
+    return daily, worker
+
+
+def stored_parts(store: Store, tmp_path: Path, batch: int = 8) -> SemanticRecall:
+    """Hybrid recall's parts over ``store``, with the deterministic embedder and the
+    vector file in ``tmp_path``, its vectors prepared (as the daemon's worker starts)."""
+    from daemon.search.semantic import DenseIndex, Semantic
+    from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
+    from daemon.services.semantic_recall import SemanticRecall
+
+    shared = Semantic.create(MeaningEmbedder(), None, min_similarity=0.2)
+    vectors = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
+    vectors.prepare(lambda: False)
+    return SemanticRecall(
+        shared,
+        vectors,
+        DenseIndex(shared),
+        StoredLines(vectors, shared),
+        StoredMarks(vectors, shared),
+        batch,
+    )
 
 
 def test_fusion_rewards_documents_both_rankings_place_high() -> None:
@@ -143,41 +188,29 @@ def test_ranking_breaks_ties_by_the_given_order() -> None:
 
 
 class MeaningRanker:
-    """A pure-Python dense ranker (no numpy): similarity is the share of meaning groups
-    that a text and the query have in common. Lets the layers' fusion run without the
-    extra."""
+    """A pure-Python dense ranker (no numpy) over a day's lines: similarity is the share of
+    meaning groups that a line (and its window) and the query have in common. Lets the
+    layers' fusion run without the extra."""
 
-    def __init__(self) -> None:
-        self.texts: dict[object, list[frozenset[str]]] = {}
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.texts = {
+            (DAY, False, number): [self.meanings(text) for text in meaning]
+            for number, meaning in enumerate(line_meanings(lines), start=1)
+        }
 
     @staticmethod
     def meanings(text: str) -> frozenset[str]:
         words = set(text.lower().replace("?", " ").split())
         return frozenset(group for group, members in MEANINGS.items() if words & set(members))
 
-    def add(self, key: object, texts: Sequence[str]) -> None:
-        self.texts[key] = [self.meanings(text) for text in texts]
-
-    def remove(self, key: object) -> None:
-        self.texts.pop(key, None)
-
-    def erase(self, key: object) -> None:
-        self.remove(key)
-
-    def prune(self) -> None:
-        pass  # nothing is kept beyond the documents
-
-    def flush(self) -> None:
-        pass
-
     def nearest(
-        self, query: str, limit: int, *, where: Callable[[object], bool] | None = None
-    ) -> dict[object, float]:
+        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> dict[Any, float]:
         wanted = self.meanings(query)
-        similar = {  # the mean over a document's texts, as DenseIndex has it
+        similar = {  # the mean over a document's texts, as the stored vectors have it
             key: sum(len(wanted & one) / len(wanted | one) for one in found) / len(found)
             for key, found in self.texts.items()
-            if any(wanted & one for one in found) and (where is None or where(key))
+            if any(wanted & one for one in found) and (since is None or key[0] >= since)
         }
         return dict(sorted(similar.items(), key=lambda item: -item[1])[:limit])
 
@@ -185,23 +218,22 @@ class MeaningRanker:
 def test_the_daily_search_fuses_lexical_and_dense_rankings_without_the_extra(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / f"{DAY}.md").write_text(
-        "Anna: soup for dinner\n"
-        "filler one\n"
-        "Anna: practising the violin\n"
-        "filler two\n"
-        "Anna: a concert with Ben\n"
-    )
+    lines = [
+        "Anna: soup for dinner",
+        "filler one",
+        "Anna: practising the violin",
+        "filler two",
+        "Anna: a concert with Ben",
+    ]
+    (tmp_path / f"{DAY}.md").write_text("\n".join(lines) + "\n")
     lexical = DailyLog(tmp_path).search("Anna instrument", since=None, limit=3)
     assert [hit.line_range for hit in lexical] == [(1, 1), (3, 3), (5, 5)]  # name only
-    ranker = MeaningRanker()
-    hybrid = DailyLog(tmp_path, ranker).search("Anna instrument", since=None, limit=2)
+    hybrid = DailyLog(tmp_path, MeaningRanker(lines)).search("Anna instrument", since=None, limit=2)
     # Lines that match the name and the meaning come before the one matching the name only.
     assert sorted(hit.line_range for hit in hybrid) == [(3, 3), (5, 5)]
-    assert len(ranker.texts) == 5  # every line reached the dense side
 
 
-def test_dense_index_ranks_by_meaning_and_forgets_removed_documents(
+def test_dense_index_ranks_by_meaning_once_embedded_and_forgets_removed_documents(
     semantic: ModuleType,
     shared: semantic_module.Semantic,
 ) -> None:
@@ -210,13 +242,33 @@ def test_dense_index_ranks_by_meaning_and_forgets_removed_documents(
     index.add(2, ["practising violin"])
     index.add(3, ["a long nap"])
     index.add(4, ["a meal"])
+    assert index.nearest("which instrument", 3) == {}  # nothing embedded: a search never waits
+    assert (len(index), index.pending) == (0, 4)
+    assert index.flush(3) == 3
+    assert (len(index), index.pending) == (3, 1)
+    index.flush()
     assert list(index.nearest("which instrument", 3)) == [2]  # nothing else is about music
     index.remove(2)  # the last row moves into its place
     assert index.nearest("which instrument", 3) == {}
     assert list(index.nearest("recipe", 1)) in ([1], [4])
     assert sorted(index.nearest("recipe", 3)) == [1, 4]
-    assert list(index.nearest("recipe", 3, where=lambda key: key != 1)) == [4]
     assert list(index.nearest("sleep", 3)) == [3]
+
+
+def test_a_document_changed_while_it_is_embedded_is_not_brought_back(
+    semantic: ModuleType, shared: semantic_module.Semantic
+) -> None:
+    index: semantic_module.DenseIndex[int] = semantic.DenseIndex(shared)
+    index.add(1, ["cook dinner"])
+    original = shared.embed_texts
+
+    def meanwhile(texts: Sequence[str], *, interruptible: bool = False) -> Any:
+        index.remove(1)  # the file changed while the model ran
+        return original(texts, interruptible=interruptible)
+
+    shared.embed_texts = meanwhile  # type: ignore[method-assign]
+    index.flush()
+    assert (len(index), index.pending) == (0, 0)
 
 
 def test_each_text_is_embedded_once_and_kept_across_restarts(
@@ -242,38 +294,22 @@ def test_each_text_is_embedded_once_and_kept_across_restarts(
     )
     reopened.add(1, ["another line"])
     reopened.add(2, ["a new line"])
+    reopened.flush()
     assert list(reopened.nearest("a new line", 1)) == [2]
     assert fresh.embedded == ["a new line", "a new line"]  # the line, then the query
 
 
-def test_a_document_of_several_texts_is_their_mean_and_erasing_it_deletes_their_vectors(
-    semantic: ModuleType,
-    embedder: MeaningEmbedder,
-    shared: semantic_module.Semantic,
+def test_a_document_of_several_texts_is_their_mean(
+    semantic: ModuleType, shared: semantic_module.Semantic
 ) -> None:
-    marks = shared.scoped("marks")
-    index: semantic_module.DenseIndex[str] = semantic.DenseIndex(marks)
+    index: semantic_module.DenseIndex[str] = semantic.DenseIndex(shared)
     index.add("half", ["practising violin", "soup for dinner"])
     index.add("whole", ["cello concert", "violin"])
     index.add("none", ["a long nap"])
+    index.flush()
     similar = index.nearest("which instrument", 3)
     assert list(similar) == ["whole", "half"]
     assert similar["half"] == pytest.approx(similar["whole"] / 2, rel=0.2)
-
-    files: semantic_module.DenseIndex[str] = semantic.DenseIndex(shared)
-    files.add("line", ["violin"])  # the same text, cached in the shared scope
-    files.flush()
-    index.erase("whole")
-    assert list(index.nearest("which instrument", 3)) == ["half"]
-    assert marks.cache.get_many([semantic.content_hash("cello concert")]) == {}
-    assert shared.cache.get_many([semantic.content_hash("violin")]) != {}
-
-    # After a restart, what is cached in the scope but held by no document is deleted.
-    restarted: semantic_module.DenseIndex[str] = semantic.DenseIndex(marks)
-    restarted.add("none", ["a long nap"])
-    restarted.prune()
-    assert len(marks.cache) == 1
-    assert list(restarted.nearest("sleep", 1)) == ["none"]
 
 
 def test_the_cache_keeps_models_apart(semantic: ModuleType, tmp_path: Path) -> None:
@@ -286,39 +322,56 @@ def test_the_cache_keeps_models_apart(semantic: ModuleType, tmp_path: Path) -> N
     assert semantic.EmbeddingCache(path, "model-b", 2).get_many([semantic.content_hash("x")]) == {}
 
 
-def test_daily_hybrid_search_finds_a_paraphrase_the_lexical_search_misses(
-    semantic: ModuleType, shared: semantic_module.Semantic, tmp_path: Path
+def test_daily_hybrid_search_finds_a_paraphrase_once_the_worker_embedded_it(
+    semantic: ModuleType, shared: semantic_module.Semantic, store: Store, tmp_path: Path
 ) -> None:
-    (tmp_path / f"{DAY}.md").write_text(
+    directory = tmp_path / "daily"
+    directory.mkdir()
+    (directory / f"{DAY}.md").write_text(
         "Anna: we had soup for dinner\n"
         "Anna: I've been practising my violin every evening\n"
         "Ben: the weather was grey all week\n"
     )
     question = "Which instrument does she study?"
-    lexical = DailyLog(tmp_path).search(question, since=None, limit=1)
-    assert lexical == []
-    hybrid = DailyLog(tmp_path, semantic.DenseIndex(shared))
-    found = hybrid.search(question, since=None, limit=1)
+    daily, worker = stored_daily(directory, store, shared, tmp_path)
+    assert daily.search(question, since=None, limit=1) == []  # not embedded yet: lexical
+    assert worker.coverage().embedded == 0
+    assert worker.run_once()
+    found = daily.search(question, since=None, limit=1)
     assert [(hit.date, hit.line_range) for hit in found] == [(DAY.isoformat(), (2, 2))]
+    covered = worker.coverage()
+    assert (covered.embedded, covered.total) == (3, 3)
+    assert not worker.run_once()  # nothing left to do
 
 
 def test_daily_hybrid_search_embeds_lines_appended_later_and_honours_the_horizon(
     semantic: ModuleType,
     embedder: MeaningEmbedder,
     shared: semantic_module.Semantic,
+    store: Store,
     tmp_path: Path,
 ) -> None:
-    daily = DailyLog(tmp_path, semantic.DenseIndex(shared))
+    daily, worker = stored_daily(tmp_path / "daily", store, shared, tmp_path)
     daily.append(DAY, "slept badly, so tired")
+    worker.run_once()
     assert daily.search("cello", since=None, limit=5) == []
     daily.append(DAY, "went to a concert")
+    worker.run_once()
     assert [hit.excerpt for hit in daily.search("cello", since=None, limit=1)] == [
         "went to a concert"
     ]
+    embedded = len(embedder.embedded)
     daily.archive(DAY)
+    worker.run_once()
     assert daily.search("cello", since=date(2026, 4, 12), limit=5) == []
     assert len(daily.search("cello", since=DAY, limit=1)) == 1
-    assert embedder.embedded.count("went to a concert") == 1  # the archive kept its vector
+    # The archive's lines kept their vectors (found by hash): nothing was embedded again,
+    # and the live file's vectors are gone with it.
+    assert len(embedder.embedded) == embedded
+    assert store.read_sync(lambda tx: tx.dense.fingerprints("daily")).keys() == {
+        (DAY.isoformat(), "archived")
+    }
+    assert worker.coverage().embedded == 2
 
 
 def test_substrate_hybrid_search_ranks_a_file_found_by_meaning(
@@ -328,7 +381,10 @@ def test_substrate_hybrid_search_ranks_a_file_found_by_meaning(
     (tmp_path / "kitchen.md").write_text("# Kitchen\n\nA recipe for soup.\n")
     lexical = Substrate([tmp_path]).search("musical instrument", 5)
     assert lexical == []
-    hybrid = Substrate([tmp_path], semantic.DenseIndex(shared))
+    dense = semantic.DenseIndex(shared)
+    hybrid = Substrate([tmp_path], dense)
+    assert hybrid.search("musical instrument", 1) == []  # read, not embedded yet
+    dense.flush()
     hits = hybrid.search("musical instrument", 1)
     assert [(Path(hit.file).name, hit.excerpt, hit.reason) for hit in hits] == [
         ("hobbies.md", "Violin on Sundays.", "similar in meaning")

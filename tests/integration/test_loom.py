@@ -19,6 +19,7 @@ import pytest
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.composition import build_app
+from daemon.core.clock import Clock
 from daemon.core.records import derived_id
 from daemon.core.strength import current_strength
 from daemon.files.compost import Compost
@@ -30,6 +31,7 @@ from daemon.services.running import Services
 from daemon.store import Store
 from receptors.daily_note import DailyNoteReceptor
 from receptors.discards import DiscardReceptor
+from receptors.governance import GovernanceReceptor
 from receptors.observation import ObservationReceptor
 from receptors.seeds import SeedReceptor
 
@@ -48,6 +50,7 @@ class Loom:
     bus: SignalBus
     store: Store
     daily: DailyLog
+    services: Services
 
     async def emit(self, signal: dict[str, Any]) -> str:
         stored = await self.bus.emit_raw(signal)
@@ -62,9 +65,19 @@ class Loom:
         return response.text
 
     async def csrf(self, path: str) -> str:
-        found = re.search(r'name="csrf" value="([^"]+)"', await self.page(path))
-        assert found, f"no form token on {path}"
-        return found[1]
+        return (await self.form(path))["csrf"]
+
+    async def form(self, path: str, action: str = "") -> dict[str, str]:
+        """The hidden fields of the page's first form posting to an action ending in
+        ``action``: its token and its idempotency key."""
+        page = await self.page(path)
+        forms = re.findall(r'<form[^>]*action="([^"]*)"[^>]*>(.*?)</form>', page, re.S)
+        for target, body in forms:
+            if target.endswith(action) and 'name="csrf"' in body:
+                return dict(
+                    re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', body)
+                )
+        raise AssertionError(f"no form posting to …{action} on {path}")
 
 
 def observation(
@@ -82,8 +95,11 @@ def observation(
 
 
 @asynccontextmanager
-async def open_loom(store: Store, tmp_path: Path) -> AsyncIterator[Loom]:
-    """The app on a running bus (entered and left in the test's own task, as anyio needs)."""
+async def open_loom(
+    store: Store, tmp_path: Path, clock: Clock = lambda: NOW
+) -> AsyncIterator[Loom]:
+    """The app on a running bus (entered and left in the test's own task, as anyio needs),
+    its time told by ``clock``."""
     zone = ZoneInfo("Europe/Berlin")
     (tmp_path / "long-term").mkdir()
     (tmp_path / "long-term" / "food.md").write_text("# Food\nlentils\n")
@@ -103,15 +119,16 @@ async def open_loom(store: Store, tmp_path: Path) -> AsyncIterator[Loom]:
         SeedReceptor(),
         DailyNoteReceptor(daily, zone=zone),
         DiscardReceptor(),
+        GovernanceReceptor(store, daily, memory.mark_search),
     ]
     retry = RetryPolicy(max_attempts=1, base_delay=0.01, max_delay=0.05)
-    async with SignalBus(store, receptors, retry=retry, clock=lambda: NOW) as bus:
+    async with SignalBus(store, receptors, retry=retry, clock=clock) as bus:
         services = Services(
-            bus=bus, memory=memory, clock=lambda: NOW, next_fires=lambda: {"nightly": NOW}
+            bus=bus, memory=memory, clock=clock, next_fires=lambda: {"nightly": NOW}
         )
         transport = httpx.ASGITransport(app=build_app(services, 1 << 20))
         async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as client:
-            yield Loom(client, bus, store, daily)
+            yield Loom(client, bus, store, daily, services)
 
 
 async def lentil_mark(loom: Loom) -> str:
@@ -124,6 +141,17 @@ async def lentil_mark(loom: Loom) -> str:
     page = await loom.page("/loom/marks", q="lentil")
     [mark_id] = re.findall(r'href="/loom/marks/([^"]+)"', page)
     return mark_id
+
+
+async def dead_review(loom: Loom, seed_id: str) -> str:
+    """A review of a seed not planted (yet): its delivery dies at once; its id."""
+    return await loom.emit(
+        {
+            "type": "memory.seed_reviewed",
+            "source_id": "impatient",
+            "payload": {"seed_id": seed_id, "decision": "rejected", "reviewer": "ada"},
+        }
+    )
 
 
 def expected_strength(at: datetime) -> float:
@@ -299,11 +327,11 @@ async def test_accepting_a_seed_sends_a_signal_and_shows_its_outcome(
         mark_id = await lentil_mark(loom)
         first = await plant(loom, "sig-plant-1", "user.food", [mark_id])
         second = await plant(loom, "sig-plant-2", "user.drink", [])
-        token = await loom.csrf("/loom/seeds")
+        fields = await loom.form("/loom/seeds", f"{first}/review")
 
         response = await loom.client.post(
             f"/loom/seeds/{first}/review",
-            data={"csrf": token, "decision": "accepted", "reviewer": "ada"},
+            data=fields | {"decision": "accepted", "reviewer": "ada"},
             headers={"origin": "http://cambium"},
         )
         assert response.status_code == 303
@@ -323,9 +351,15 @@ async def test_accepting_a_seed_sends_a_signal_and_shows_its_outcome(
         listing = await loom.page("/loom/seeds")
         assert listing.index("user.drink") < listing.index("user.food")
         assert listing.count('<form class="review"') == 1
+        # The same form sent again is answered by its first send; another form is refused.
+        repeat = await loom.client.post(
+            f"/loom/seeds/{first}/review", data=fields | {"decision": "accepted", "reviewer": "ada"}
+        )
+        assert repeat.headers["location"] == response.headers["location"]
+        other_form = await loom.form("/loom/seeds", f"{second}/review")
         again = await loom.client.post(
             f"/loom/seeds/{first}/review",
-            data={"csrf": token, "decision": "rejected", "reviewer": "ada"},
+            data=other_form | {"decision": "rejected", "reviewer": "ada"},
         )
         assert again.status_code == 409 and "is already accepted" in again.text
         # Another seed's page does not claim that review as its own.
@@ -339,8 +373,7 @@ async def test_a_review_from_loom_keeps_the_apis_rules_and_stores_nothing_refuse
 ) -> None:
     async with open_loom(store, tmp_path) as loom:
         withered = await plant(loom, "sig-plant-old", "user.food", [], at=NOW - timedelta(days=60))
-        token = await loom.csrf("/loom/seeds")
-        form = {"csrf": token, "decision": "accepted", "reviewer": "ada"}
+        form = await loom.form("/loom/seeds") | {"decision": "accepted", "reviewer": "ada"}
         refused = await loom.client.post(f"/loom/seeds/{withered}/review", data=form)
         assert refused.status_code == 409 and "withered" in refused.text
         missing = await loom.client.post("/loom/seeds/sd_nope/review", data=form)
@@ -389,13 +422,7 @@ async def test_signals_filter_and_a_dead_one_is_delivered_by_a_retry(
     async with open_loom(store, tmp_path) as loom:
         await lentil_mark(loom)
         seed_id = derived_id("sd", "sig-plant-late")
-        dead = await loom.emit(
-            {
-                "type": "memory.seed_reviewed",
-                "source_id": "impatient",
-                "payload": {"seed_id": seed_id, "decision": "rejected", "reviewer": "ada"},
-            }
-        )
+        dead = await dead_review(loom, seed_id)
         listing = await loom.page("/loom/signals", status="dead")
         assert f'href="/loom/signals/{dead}"' in listing and "1 signal," in listing
         by_type = await loom.page("/loom/signals", type="memory.observation")
@@ -427,30 +454,25 @@ async def test_a_dead_delivery_is_discarded_by_a_button_and_stops_counting(
     store: Store, tmp_path: Path
 ) -> None:
     async with open_loom(store, tmp_path) as loom:
-        dead = await loom.emit(
-            {
-                "type": "memory.seed_reviewed",
-                "source_id": "impatient",
-                "payload": {"seed_id": "sd_never", "decision": "rejected", "reviewer": "ada"},
-            }
-        )
+        dead = await dead_review(loom, "sd_never")
         assert "1 dead</a>" in await loom.page("/loom/health")
         page = await loom.page(f"/loom/signals/{dead}")
         assert 'id="discard"' in page
-        token = await loom.csrf(f"/loom/signals/{dead}")
+        fields = await loom.form(f"/loom/signals/{dead}", "/discard")
         path = f"/loom/signals/{dead}/discard"
         assert (await loom.client.post(path, data={"by": "ada"})).status_code == 403
-        response = await loom.client.post(path, data={"csrf": token, "by": "ada"})
+        response = await loom.client.post(path, data=fields | {"by": "ada"})
         assert response.status_code == 303
         after = await loom.page(response.headers["location"])
         assert 'id="discard-outcome"' in after and 'id="discard"' not in after
         assert '<span class="status status-discarded">discarded</span> by ada' in after
         assert "0 dead</a>" in await loom.page("/loom/health")
         assert dead in await loom.page("/loom/signals", status="discarded")
-        again = await loom.client.post(path, data={"csrf": token, "by": "ada"})
+        again = await loom.client.post(path, data=fields | {"by": "ada"})
         assert again.status_code == 303, "a repeat is answered with the first discard"
+        assert again.headers["location"] == response.headers["location"]
         nothing = await loom.client.post(
-            "/loom/signals/nope/discard", data={"csrf": token, "by": "ada"}
+            "/loom/signals/nope/discard", data=fields | {"idempotency_key": "k2", "by": "ada"}
         )
         assert nothing.status_code == 409
 

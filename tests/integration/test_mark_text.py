@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from test_fusion import MeaningEmbedder
 from test_marks_store import T0, insert, make_mark
 
 from daemon.search.marks import is_free_text
@@ -43,39 +41,39 @@ def test_a_dotted_subject_path_is_not_free_text(store: Store) -> None:
     assert is_free_text("user food") and is_free_text("lentil") and not is_free_text("user.food")
 
 
-def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_its_embedding(
+def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_its_vector(
     store: Store, tmp_path: Path
 ) -> None:
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
-    semantic = pytest.importorskip(
-        "daemon.search.semantic", reason="needs pip install 'cambium-memory[semantic]'"
-    )
-    cache = semantic.EmbeddingCache(tmp_path / "embeddings.sqlite", "meaning-test", 256)
-    marks = semantic.Semantic.create(MeaningEmbedder(), cache, min_similarity=0.2).scoped("marks")
+    from test_fusion import stored_parts
+
+    from daemon.files.daily import DailyLog
+    from daemon.search.fusion import meaning_hash
+
+    parts = stored_parts(store, tmp_path, batch=1)  # a page per mark
+    index = parts.mark_search()
+    worker = parts.attach(DailyLog(tmp_path / "daily"), index)
     violin = "practising violin every evening"
     insert(store, make_mark("mk_a", "user.hobbies", observation=violin))
     insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))
     assert search(store, MarkSearch(), "which instrument") == []  # no word in common
-
-    index = MarkSearch(semantic.DenseIndex(marks))
+    assert search(store, index, "which instrument") == []  # not embedded yet
+    worker.run_once()
     assert search(store, index, "which instrument") == ["mk_a"]
     assert search(store, index, "lentil soup") == ["mk_b"]
-    assert marks.cache.get_many([semantic.content_hash(violin)]) != {}
+    assert search(store, index, "which instrument", workspace="elsewhere") == []
+    assert (worker.coverage().embedded, worker.coverage().total) == (2, 2)
 
+    def hashes() -> set[bytes]:
+        rows = store.read_sync(lambda tx: tx.dense.get(tx.dense.ids()))
+        found = store.read_sync(lambda tx: tx.dense.by_hash([meaning_hash((violin,))]))
+        return {row.place.source.encode() for row in rows} | set(found)
+
+    assert meaning_hash((violin,)) in hashes()
     store.write_sync(lambda tx: tx.marks.erase(["mk_a"], "asked", T0))
+    assert index.erase_outdated() == 1  # what the forget receptor does next
+    assert hashes() == {b"mk_b"}
     assert search(store, index, "which instrument") == []
-    assert marks.cache.get_many([semantic.content_hash(violin)]) == {}
-
-    # A mark forgotten while the daemon was not running: the next start deletes its
-    # embedding once it has read what every mark says.
-    cache.scoped("marks").put_many([(semantic.content_hash("erased text"), np_row())])
-    restarted = MarkSearch(semantic.DenseIndex(marks))
-    store.read_sync(restarted.follow)
-    assert len(marks.cache) == 1  # lentil soup's
-    assert search(store, restarted, "soup") == ["mk_b"]
-
-
-def np_row() -> Any:
-    from daemon.search.embedding import normalise
-
-    return normalise(__import__("numpy").ones((1, 256), dtype="float32"))[0]
+    assert search(store, index, "soup") == ["mk_b"]
+    worker.run_once()  # nothing comes back
+    assert hashes() == {b"mk_b"}

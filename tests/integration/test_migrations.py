@@ -91,7 +91,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0010"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -185,7 +185,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0010"
     store = Store(db_url)
     try:
         found = {
@@ -242,7 +242,7 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0010"
     store = Store(db_url)
     try:
         under_food = store.read_sync(
@@ -310,7 +310,8 @@ async def test_the_daemon_s_migration_extends_systemd_s_start_timeout_and_logs_p
     assert "STATUS=migrating the store" in told
     progress = [entry["progress"] for entry in logs if entry["event"] == "migration"]
     assert [line.split(" applied")[0] for line in progress] == [
-        f"revision 000{n}" for n in range(1, 9)
+        *(f"revision 000{n}" for n in range(1, 9)),
+        "revision 0010",
     ]
 
 
@@ -364,7 +365,7 @@ def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0010"
     store = Store(db_url)
     try:
         found = {
@@ -450,4 +451,65 @@ def test_a_0006_database_gains_a_text_index_that_finds_its_marks(db_url: str) ->
     engine = create_engine(db_url)
     with engine.begin() as connection:
         connection.execute(text("DELETE FROM memory_marks"))  # no trigger left to fire
+    engine.dispose()
+
+
+def test_a_0008_database_gains_stored_vectors_that_the_worker_fills(
+    db_url: str, tmp_path: Path
+) -> None:
+    """0010 adds the vectors' tables, empty, to a store that holds marks and their text
+    rows; the embedding worker then embeds every mark, and a downgrade removes the tables."""
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    from test_fusion import stored_parts
+
+    from daemon.files.daily import DailyLog
+    from daemon.services.mark_search import MarkSearch
+
+    upgrade(db_url, "0008")
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        for mark_id, observation in [("mk_1", "moving to Lisbon"), ("mk_2", "figs for tea")]:
+            connection.execute(
+                text(
+                    "INSERT INTO memory_marks (id, workspace_id, subject, observation,"
+                    " fingerprint, evidence, initial_strength, half_life_days, observed_by,"
+                    " first_observed_at, last_reinforced_at, reinforcement_count, affinity,"
+                    " substrate_refs, state, provenance, created_at, updated_at) VALUES (:id,"
+                    " 'default', 'user.plans', :observation, 'f', '{}', 0.8, 7.0,"
+                    " 'ada', :t, :t, 0, '[]', '[]', 'active', 'observed', :t, :t)"
+                ),
+                {"id": mark_id, "observation": observation, "t": T0.replace(tzinfo=None)},
+            )
+    engine.dispose()
+    store = Store(db_url)
+    store.start()
+    try:
+        assert MarkSearch().index(store) == 2  # the text rows 0008 made
+    finally:
+        store.close()
+
+    upgrade(db_url)
+
+    store = Store(db_url)
+    store.start()
+    try:
+        assert store.read_sync(lambda tx: tx.dense.model_and_generation()) == ("", 0)
+        assert store.read_sync(lambda tx: (tx.dense.count(), tx.dense.documents())) == (0, 2)
+        parts = stored_parts(store, tmp_path)
+        worker = parts.attach(DailyLog(tmp_path / "daily"), parts.mark_search())
+        worker.run_once()
+        assert store.read_sync(lambda tx: tx.dense.count()) == 2
+        assert store.read_sync(lambda tx: tx.dense.model_and_generation())[0] == "meaning-test"
+    finally:
+        store.close()
+    from alembic import command
+
+    from daemon.store.migrate import alembic_config
+
+    command.downgrade(alembic_config(db_url), "0008")  # the tables go, the marks stay
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT count(*) FROM memory_marks")).scalar_one() == 2
+        with pytest.raises(Exception, match="dense_vectors"):
+            connection.execute(text("SELECT count(*) FROM dense_vectors"))
     engine.dispose()

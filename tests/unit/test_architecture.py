@@ -48,7 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     # The wire schema: the payload contracts, the recall query, the API's answers.
     "daemon.schema": CORE | {"daemon.schema"},
     "daemon.config": CORE | CONFIG | {"rhythms.template"},
-    "daemon.config_file": set(),
+    "daemon.config_file": CORE,
     "daemon.llm": LLM,
     "daemon.services": SERVICES,
     "receptors": SERVICES | {"receptors"},

@@ -1,0 +1,305 @@
+"""The vectors recall searches: an int8 matrix in a memory-mapped file, beside the store.
+
+The store holds every embedding as a row (:mod:`daemon.store.dense_rows`); this file is a
+copy of them laid out for search, so that a query never loads the vectors into Python
+objects: the matrix (``<base>.i8``, one row of ``dimension`` int8 per slot) and the slots'
+records (``<base>.slots``: the row's id in the store, its scale, its key and part) are
+mapped into memory, where the kernel's page cache holds them, not the daemon's heap. A query
+is quantized to int8 too and scored against the rows in chunks by onnxruntime's
+``MatMulInteger`` (int8 products summed in int32, several times faster than numpy's integer
+matrix product), then each score is scaled back to a cosine similarity.
+
+The header (``<base>.json``) names the model, the dimension and the store's generation the
+file holds; it is written, atomically, only after the matrix and the records are flushed,
+so a copy whose header does not match the store is known to be stale and is repaired
+(:mod:`daemon.search.dense_store`). A slot freed by a deleted vector is zeroed on disk at
+once (a forgotten text's vector leaves no bytes behind) and reused.
+
+Not thread-safe on its own: :class:`daemon.search.dense_store.StoredVectors` serialises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import onnxruntime
+from numpy.typing import NDArray
+
+from daemon.fs import make_private_file
+
+FREE, LIVE_LINE, ARCHIVED_LINE, MARK = 0, 1, 2, 3
+SLOT = np.dtype([("id", "<i8"), ("scale", "<f4"), ("key", "<i4"), ("part", "<i4"), ("kind", "i1")])
+GROWTH = 4096  # slots added at least when the files grow
+CHUNK = 65_536  # rows scored per call of the model
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A vector as the file holds it: the store's row id, what kind of document, its key
+    (a line's day as an ordinal, a mark's workspace code) and part (a line's number)."""
+
+    id: int
+    kind: int
+    key: int
+    part: int
+    values: bytes  # int8
+    scale: float
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    id: int
+    kind: int
+    key: int
+    part: int
+    similarity: float
+
+
+def quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:
+    """int8 values and the scale that brings them back (the largest magnitude is 127)."""
+    largest = float(np.max(np.abs(vector))) if vector.size else 0.0
+    if largest == 0.0:
+        return np.zeros(vector.shape, dtype=np.int8), 0.0
+    scale = largest / 127.0
+    return np.clip(np.rint(vector / scale), -127, 127).astype(np.int8), scale
+
+
+class _Scorer:
+    """int8 rows times an int8 query, summed in int32, by onnxruntime on one thread."""
+
+    def __init__(self, dimension: int) -> None:
+        from onnx import TensorProto, helper
+
+        rows = helper.make_tensor_value_info("rows", TensorProto.INT8, [None, dimension])
+        query = helper.make_tensor_value_info("query", TensorProto.INT8, [dimension, 1])
+        out = helper.make_tensor_value_info("dots", TensorProto.INT32, [None, 1])
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["rows", "query"], ["dots"])],
+            "dots",
+            [rows, query],
+            [out],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+        model.ir_version = 8
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+
+    def dots(self, rows: NDArray[np.int8], query: NDArray[np.int8]) -> NDArray[np.int32]:
+        out: list[Any] = self._session.run(None, {"rows": rows, "query": query[:, None]})
+        result: NDArray[np.int32] = out[0][:, 0]
+        return result
+
+
+class VectorFile:
+    """The memory-mapped matrix and its slots (see the module's docstring)."""
+
+    def __init__(self, base: Path, model: str, dimension: int, *, writable: bool = True) -> None:
+        self.base = base
+        self.model = model
+        self.dimension = dimension
+        self.writable = writable
+        self._paths = {part: base.with_name(f"{base.name}.{part}") for part in ("i8", "slots")}
+        self._header = base.with_name(f"{base.name}.json")
+        self.generation = -1  # unknown: nothing the store holds
+        if writable:
+            for path in self._paths.values():
+                make_private_file(path)
+        header = self._read_header()
+        if header is not None:
+            self.generation = int(header["generation"])
+        elif writable:
+            self._truncate(0)
+        self._scorer = _Scorer(dimension)
+        self._map()
+
+    # -- the files -----------------------------------------------------------------------
+
+    def _read_header(self) -> dict[str, Any] | None:
+        try:
+            header: dict[str, Any] = json.loads(self._header.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if header.get("model") != self.model or header.get("dimension") != self.dimension:
+            return None
+        return header
+
+    def _capacity(self) -> int:
+        try:
+            size = self._paths["slots"].stat().st_size
+        except OSError:
+            return 0
+        return min(size // SLOT.itemsize, self._paths["i8"].stat().st_size // self.dimension)
+
+    def _map(self) -> None:
+        capacity = self._capacity()
+        mode: Literal["r+", "r"] = "r+" if self.writable else "r"
+        if capacity == 0:
+            self._matrix: NDArray[np.int8] = np.zeros((0, self.dimension), dtype=np.int8)
+            self._slots: NDArray[Any] = np.zeros(0, dtype=SLOT)
+        else:
+            self._matrix = np.memmap(
+                str(self._paths["i8"]), dtype=np.int8, mode=mode, shape=(capacity, self.dimension)
+            )
+            self._slots = np.memmap(
+                str(self._paths["slots"]), dtype=SLOT, mode=mode, shape=(capacity,)
+            )
+        used = np.flatnonzero(self._slots["kind"] != FREE)
+        self._high = int(used[-1]) + 1 if used.size else 0
+        self._free = [int(s) for s in np.flatnonzero(self._slots["kind"][: self._high] == FREE)]
+        self.live = int(used.size)
+
+    def _truncate(self, capacity: int) -> None:
+        for part, width in (("i8", self.dimension), ("slots", SLOT.itemsize)):
+            os.truncate(self._paths[part], capacity * width)
+
+    def _grow(self, needed: int) -> None:
+        capacity = len(self._slots)
+        if needed <= capacity:
+            return
+        self._flush()
+        self._truncate(max(needed, capacity * 2, GROWTH))
+        self._map()
+
+    def _flush(self) -> None:
+        for mapped in (self._matrix, self._slots):
+            if isinstance(mapped, np.memmap):
+                mapped.flush()
+
+    def commit(self, generation: int) -> None:
+        """Make what was written durable, then record that it is the store's
+        ``generation``."""
+        self._flush()
+        for path in self._paths.values():
+            with path.open("rb") as opened:
+                os.fsync(opened.fileno())
+        header = {"model": self.model, "dimension": self.dimension, "generation": generation}
+        temporary = self._header.with_name(self._header.name + ".tmp")
+        make_private_file(temporary)
+        with temporary.open("w", encoding="utf-8") as opened:
+            opened.write(json.dumps(header))
+            opened.flush()
+            os.fsync(opened.fileno())
+        os.replace(temporary, self._header)
+        self.generation = generation
+
+    def clear(self) -> None:
+        """Empty the file (every slot zeroed on disk)."""
+        self._flush()
+        self._matrix = np.zeros((0, self.dimension), dtype=np.int8)
+        self._slots = np.zeros(0, dtype=SLOT)
+        self._truncate(0)
+        self._map()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def put(self, entries: Sequence[Entry]) -> None:
+        """Write ``entries`` into free slots (the files grow as needed)."""
+        reused = min(len(self._free), len(entries))
+        slots = [self._free.pop() for _ in range(reused)]
+        slots += range(self._high, self._high + len(entries) - reused)
+        self._grow(self._high + len(entries) - reused)
+        self._high += len(entries) - reused
+        for slot, entry in zip(slots, entries, strict=True):
+            self._matrix[slot] = np.frombuffer(entry.values, dtype=np.int8)
+            self._slots[slot] = (entry.id, entry.scale, entry.key, entry.part, entry.kind)
+        self.live += len(entries)
+
+    def remove(self, ids: Sequence[int]) -> int:
+        """Zero the slots of these row ids (on disk at the next :meth:`commit`); how many."""
+        if not ids or self._high == 0:
+            return 0
+        held = self._slots[: self._high]
+        slots = np.flatnonzero(
+            np.isin(held["id"], np.asarray(ids, dtype=np.int64)) & (held["kind"] != FREE)
+        )
+        self._matrix[slots] = 0
+        self._slots[slots] = np.zeros(1, dtype=SLOT)
+        self._free.extend(int(s) for s in slots)
+        self.live -= len(slots)
+        return len(slots)
+
+    def ids(self) -> NDArray[np.int64]:
+        """The store ids of every vector held."""
+        held = self._slots[: self._high]
+        ids: NDArray[np.int64] = held["id"][held["kind"] != FREE]
+        return ids
+
+    # -- searching -----------------------------------------------------------------------
+
+    def nearest(
+        self,
+        query: NDArray[np.float32],
+        limit: int,
+        *,
+        kinds: Sequence[int],
+        floor: float,
+        key: int | None = None,
+        since: int | None = None,
+    ) -> list[Found]:
+        """The ``limit`` most similar vectors of ``kinds`` (with ``key`` equal to ``key``,
+        or at least ``since``) whose similarity is at least ``floor``, most similar first."""
+        held = self._slots[: self._high]
+        if limit <= 0 or held.size == 0:
+            return []
+        wanted = np.isin(held["kind"], np.asarray(kinds, dtype=np.int8))
+        if key is not None:
+            wanted &= held["key"] == key
+        if since is not None:
+            wanted &= held["key"] >= since
+        chosen = np.flatnonzero(wanted)
+        if chosen.size == 0:
+            return []
+        values, scale = quantize(query)
+        similarity = self._score(chosen, values) * held["scale"][chosen] * np.float32(scale)
+        top = chosen.size if limit >= chosen.size else limit
+        best = np.argpartition(-similarity, top - 1)[:top]
+        best = best[np.argsort(-similarity[best], kind="stable")]
+        found = []
+        for index in best:
+            if similarity[index] < floor:
+                break
+            record = held[chosen[index]]
+            found.append(
+                Found(
+                    int(record["id"]),
+                    int(record["kind"]),
+                    int(record["key"]),
+                    int(record["part"]),
+                    float(similarity[index]),
+                )
+            )
+        return found
+
+    def _score(self, chosen: NDArray[np.intp], query: NDArray[np.int8]) -> NDArray[np.float32]:
+        """The int8 dot products of the rows ``chosen`` with ``query``, as floats. A few
+        rows are gathered; most of the matrix is scored in place, chunk by chunk."""
+        scores = np.empty(chosen.size, dtype=np.float32)
+        if chosen.size * 4 < self._high:
+            for start in range(0, chosen.size, CHUNK):
+                rows = self._matrix[chosen[start : start + CHUNK]]
+                scores[start : start + CHUNK] = self._scorer.dots(rows, query)
+            return scores
+        done = 0
+        for start in range(0, self._high, CHUNK):
+            end = min(start + CHUNK, self._high)
+            inside = chosen[done : np.searchsorted(chosen, end)]
+            if inside.size:
+                dots = self._scorer.dots(np.asarray(self._matrix[start:end]), query)
+                scores[done : done + inside.size] = dots[inside - start]
+                done += inside.size
+        return scores
+
+    def close(self) -> None:
+        self._flush()
+        self._matrix = np.zeros((0, self.dimension), dtype=np.int8)
+        self._slots = np.zeros(0, dtype=SLOT)

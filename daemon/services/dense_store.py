@@ -1,0 +1,234 @@
+"""The stored vectors of the daily lines and the marks, and the rankers recall asks.
+
+The rows in the store (``tx.dense``, migration 0010) are the vectors' truth: on SQLite in
+the store's own file, on PostgreSQL in its tables, written in the store's transactions,
+erased by its scrub. Recall searches a copy laid out for search, the memory-mapped int8
+matrix of :class:`~daemon.search.vector_file.VectorFile`, which :class:`StoredVectors`
+keeps in step: every change is a store transaction (which bumps the store's generation)
+followed by the same change to the file, committed under that generation, all under one
+lock. A file whose generation differs from the store's (a crash between the two, a deleted
+file) is repaired from the rows: what the store no longer has is zeroed, what the file
+lacks is copied, page by page, while recall ranks with what is there.
+
+A process that may not write the store (the CLI, with the daemon down) maps the file
+read-only, and uses it only if it is current.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from datetime import date
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import structlog
+from numpy.typing import NDArray
+
+from daemon.core.vectors import DAILY, LIVE, NewVector, StoredVector
+from daemon.search.daily import LineKey
+from daemon.search.semantic import Semantic
+from daemon.search.vector_file import ARCHIVED_LINE, LIVE_LINE, MARK, Entry, Found, VectorFile
+from daemon.store import DenseRows, Store, Tx
+
+log = structlog.get_logger("cambium.embedding")
+
+REPAIR_PAGE = 2000  # rows copied into the file per transaction while repairing
+
+
+def scope_code(workspace: str) -> int:
+    """A workspace as the file's key for a mark: a 31-bit checksum of its name (the
+    name itself is checked in the store for the marks found)."""
+    return zlib.crc32(workspace.encode("utf-8")) & 0x7FFFFFFF
+
+
+def _get(tx: Tx, ids: Sequence[int]) -> list[StoredVector]:
+    return tx.dense.get(ids)
+
+
+def entry(stored: StoredVector) -> Entry:
+    place, vector = stored.place, stored.vector
+    if place.layer == DAILY:
+        kind = LIVE_LINE if place.state == LIVE else ARCHIVED_LINE
+        key = date.fromisoformat(place.source).toordinal()
+    else:
+        kind, key = MARK, scope_code(place.scope)
+    return Entry(stored.id, kind, key, place.part, vector.values, vector.scale)
+
+
+class StoredVectors:
+    """The store's vectors and their memory-mapped copy, kept in step. Thread-safe."""
+
+    def __init__(
+        self, store: Store, base: Path, model: str, dimension: int, *, writable: bool
+    ) -> None:
+        self.store = store
+        self.model = model
+        self._base = base
+        self._dimension = dimension
+        self._lock = threading.Lock()
+        self._repairing = False
+        self._file: VectorFile | None = None  # the daemon's is opened by prepare()
+        self._writable = writable
+        if not writable:
+            opened = VectorFile(base, model, dimension, writable=False)
+            # Read-only: used only if it is what the store holds.
+            self._file = opened if self._current(opened) else None
+
+    @property
+    def embedded(self) -> int:
+        """Vectors in the file (all of them, once it is current)."""
+        return 0 if self._file is None else self._file.live
+
+    def _current(self, file: VectorFile) -> bool:
+        model, generation = self.store.read_sync(lambda tx: tx.dense.model_and_generation())
+        return model == self.model and generation == file.generation
+
+    # -- writing (the worker, forget) ----------------------------------------------------
+
+    def prepare(self, stopped: Callable[[], bool]) -> None:
+        """Make the store's vectors this model's (another model's are deleted), then
+        repair the file from the rows if it is not current; stops early if ``stopped``."""
+        with self._lock:
+            file = VectorFile(self._base, self.model, self._dimension, writable=True)
+            if self.store.write_sync(lambda tx: tx.dense.use_model(self.model)):
+                file.clear()
+            self._file = file
+            if self._current(file):
+                return
+            self._repairing = True
+        try:
+            self._repair(file, stopped)
+        finally:
+            self._repairing = False
+
+    def _repair(self, file: VectorFile, stopped: Callable[[], bool]) -> None:
+        with self._lock:
+            stored = np.asarray(self.store.read_sync(lambda tx: tx.dense.ids()), dtype=np.int64)
+            held = file.ids()
+            file.remove(held[~np.isin(held, stored)].tolist())
+            missing = stored[~np.isin(stored, held)].tolist()
+        for start in range(0, len(missing), REPAIR_PAGE):
+            if stopped():
+                return  # the next start goes on: the header still says "not current"
+            page = missing[start : start + REPAIR_PAGE]
+            with self._lock:
+                rows = self.store.read_sync(partial(_get, ids=page))
+                file.put([entry(row) for row in rows])
+        with self._lock:
+            file.commit(self.store.read_sync(lambda tx: tx.dense.model_and_generation())[1])
+        if missing:
+            log.info("vector file repaired from the store", copied=len(missing))
+
+    def write(
+        self, rows: Sequence[NewVector], drop: Callable[[DenseRows], list[int]] | None = None
+    ) -> None:
+        """Store ``rows`` (replacing the vectors at their places) and delete what ``drop``
+        deletes, in one transaction, then the same in the file."""
+
+        def job(dense: DenseRows) -> tuple[list[StoredVector], list[int]]:
+            stored, replaced = dense.put(rows)
+            return stored, replaced + (drop(dense) if drop is not None else [])
+
+        self._change(job)
+
+    def delete(self, drop: Callable[[DenseRows], list[int]]) -> int:
+        """Delete what ``drop`` deletes, from the store and then from the file (zeroed on
+        disk); how many vectors."""
+        return len(self._change(lambda dense: ([], drop(dense)))[1])
+
+    def _change(
+        self, job: Callable[[DenseRows], tuple[list[StoredVector], list[int]]]
+    ) -> tuple[list[StoredVector], list[int]]:
+        def transaction(dense: DenseRows) -> tuple[list[StoredVector], list[int], int | None]:
+            stored, deleted = job(dense)
+            return stored, deleted, dense.changed() if stored or deleted else None
+
+        if not self._writable:
+            raise PermissionError("the stored vectors are only read here")
+        with self._lock:
+            stored, deleted, generation = self.store.write_sync(lambda tx: transaction(tx.dense))
+            file = self._file
+            if generation is None or file is None:  # not opened yet: prepare() repairs it
+                return stored, deleted
+            file.remove(deleted)
+            file.put([entry(row) for row in stored])
+            # While repairing, the header must go on saying "not current".
+            file.commit(-1 if self._repairing else generation)
+        return stored, deleted
+
+    # -- searching -----------------------------------------------------------------------
+
+    def nearest(
+        self,
+        query: NDArray[np.float32],
+        limit: int,
+        *,
+        kinds: Sequence[int],
+        floor: float,
+        key: int | None = None,
+        since: int | None = None,
+    ) -> list[Found]:
+        with self._lock:
+            if self._file is None:
+                return []
+            return self._file.nearest(query, limit, kinds=kinds, floor=floor, key=key, since=since)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+
+
+class StoredLines:
+    """The daily lines' :class:`~daemon.search.fusion.DenseRanker`."""
+
+    def __init__(self, vectors: StoredVectors, semantic: Semantic) -> None:
+        self._vectors = vectors
+        self._semantic = semantic
+
+    def nearest(
+        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> dict[LineKey, float]:
+        if self._vectors.embedded == 0:
+            return {}  # nothing to rank: the query is not embedded either
+        found = self._vectors.nearest(
+            self._semantic.embed_query(query),
+            limit,
+            kinds=(LIVE_LINE, ARCHIVED_LINE),
+            floor=self._semantic.min_similarity,
+            since=None if since is None else since.toordinal(),
+        )
+        return {
+            (date.fromordinal(f.key), f.kind == ARCHIVED_LINE, f.part): f.similarity for f in found
+        }
+
+
+class StoredMarks:
+    """The marks' :class:`~daemon.search.fusion.DenseRanker` (``scope``: the workspace)."""
+
+    def __init__(self, vectors: StoredVectors, semantic: Semantic) -> None:
+        self._vectors = vectors
+        self._semantic = semantic
+
+    def nearest(
+        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> dict[str, float]:
+        if self._vectors.embedded == 0:
+            return {}
+        found = self._vectors.nearest(
+            self._semantic.embed_query(query),
+            limit,
+            kinds=(MARK,),
+            floor=self._semantic.min_similarity,
+            key=None if scope is None else scope_code(scope),
+        )
+        rows = self._vectors.store.read_sync(lambda tx: tx.dense.get([f.id for f in found]))
+        marks = {row.id: row.place for row in rows}
+        return {
+            marks[f.id].source: f.similarity
+            for f in found
+            if f.id in marks and (scope is None or marks[f.id].scope == scope)
+        }

@@ -1,0 +1,76 @@
+"""Hybrid recall's parts, built from ``[recall]`` when ``semantic = true`` (the ``semantic``
+extra): the model, the stored vectors of the daily lines and marks with their rankers, the
+substrate's dense index, and in the daemon the worker that embeds them all.
+
+Imported only when semantic recall is on: it loads numpy and onnxruntime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.config import RecallConfig
+from daemon.core.vectors import Coverage
+from daemon.files.daily import DailyLog
+from daemon.search.semantic import DenseIndex, Semantic, load_semantic
+from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
+from daemon.services.embedding_worker import EmbeddingWorker
+from daemon.services.mark_search import MarkSearch
+from daemon.store import Store
+
+
+@dataclass
+class SemanticRecall:
+    semantic: Semantic
+    vectors: StoredVectors
+    substrate: DenseIndex[Any]
+    lines: StoredLines
+    marks: StoredMarks
+    batch: int
+    worker: EmbeddingWorker | None = None  # the daemon's (see :meth:`attach`)
+
+    def mark_search(self) -> MarkSearch:
+        """The marks' search, fusing their stored vectors; a forget deletes the forgotten
+        marks' vectors through it."""
+
+        def erase_outdated() -> int:
+            return self.vectors.delete(lambda dense: dense.outdated_marks())
+
+        return MarkSearch(self.marks, erase_outdated)
+
+    def attach(self, daily: DailyLog, mark_search: MarkSearch) -> EmbeddingWorker:
+        """The daemon's embedding worker over these parts (not started)."""
+        self.worker = EmbeddingWorker(
+            self.vectors, self.semantic, daily, mark_search, self.substrate, batch=self.batch
+        )
+        daily.on_redact(self.worker.forget_lines)
+        return self.worker
+
+    def coverage(self) -> Coverage:
+        """How much is embedded: the worker's count, or (a process without one: the CLI)
+        the stored vectors of the daily lines and marks, of all of them and of the
+        substrate's lines (which only the daemon embeds)."""
+        if self.worker is not None:
+            return self.worker.coverage()
+        stored = self.vectors.store.read_sync(lambda tx: tx.dense.documents())
+        total = stored + len(self.substrate) + self.substrate.pending
+        return Coverage(min(self.vectors.embedded, stored), total)
+
+
+def load_semantic_recall(config: RecallConfig, store: Store, *, daemon: bool) -> SemanticRecall:
+    """The parts ``config`` describes over ``store``; ``daemon``: this process embeds (and
+    writes the vectors), else it only reads them. Raises SemanticUnavailable when the model
+    cannot be loaded."""
+    semantic = load_semantic(config)
+    dimension = semantic.embedder.dimension
+    vectors = StoredVectors(
+        store, config.vectors, semantic.embedder.model_id, dimension, writable=daemon
+    )
+    return SemanticRecall(
+        semantic,
+        vectors,
+        DenseIndex(semantic),
+        StoredLines(vectors, semantic),
+        StoredMarks(vectors, semantic),
+        config.embed_batch,
+    )

@@ -1,0 +1,262 @@
+"""The stored embeddings: :class:`DenseRows` names every operation on the ``dense_*``
+tables once (inside a transaction, as ``tx.dense``). See migration 0010.
+
+Every change bumps ``dense_state.generation``, in the same transaction: the memory-mapped
+copy of the vectors that recall searches (:mod:`daemon.search.vector_file`) records the
+generation it holds, and is repaired from these rows when they differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import and_, delete, exists, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from daemon.core.vectors import DAILY, MARKS, MarkToEmbed, NewVector, Place, StoredVector, Vector
+from daemon.store.mark_strength import marks
+from daemon.store.sql import in_chunks, insert_ignoring_duplicates, upsert
+from daemon.store.tables import DenseGroupTable, DenseStateTable, DenseVectorTable, TextRowTable
+
+vectors = DenseVectorTable.__table__  # type: ignore[attr-defined]
+groups = DenseGroupTable.__table__  # type: ignore[attr-defined]
+state = DenseStateTable.__table__  # type: ignore[attr-defined]
+text_rows = TextRowTable.__table__  # type: ignore[attr-defined]
+
+_COLUMNS = (
+    vectors.c.id,
+    vectors.c.layer,
+    vectors.c.source,
+    vectors.c.state,
+    vectors.c.part,
+    vectors.c.scope,
+    vectors.c.vector,
+    vectors.c.scale,
+)
+# A mark's vector is current while its text row (same mark, same digest) exists.
+_MARK_CURRENT = exists().where(
+    text_rows.c.layer == MARKS,
+    text_rows.c.source == vectors.c.source,
+    text_rows.c.digest == vectors.c.digest,
+)
+
+
+def _stored(row: Sequence[object]) -> StoredVector:
+    id_, layer, source, state_, part, scope, values, scale = row
+    place = Place(str(layer), str(source), str(state_), int(part), str(scope))  # type: ignore[call-overload]
+    return StoredVector(int(id_), place, Vector(bytes(values), float(scale)))  # type: ignore[call-overload, arg-type]
+
+
+class DenseRows:
+    """Every operation on the stored embeddings, inside the transaction of ``connection``."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    # -- the model and the generation ----------------------------------------------------
+
+    def model_and_generation(self) -> tuple[str, int]:
+        model, generation = self.connection.execute(
+            select(state.c.model, state.c.generation).where(state.c.id == 1)
+        ).one()
+        return str(model), int(generation)
+
+    def changed(self) -> int:
+        """Count a change of the vectors (call once in each transaction that changes them);
+        the generation it makes."""
+        self.connection.execute(
+            update(state).where(state.c.id == 1).values(generation=state.c.generation + 1)
+        )
+        return self.model_and_generation()[1]
+
+    def use_model(self, model: str) -> bool:
+        """Make ``model`` the vectors' model; if another model's vectors are stored, they
+        are all deleted (vectors of two models are never compared). Whether any were."""
+        stored, _ = self.model_and_generation()
+        if stored == model:
+            return False
+        self.connection.execute(delete(vectors))
+        self.connection.execute(delete(groups))
+        self.connection.execute(update(state).where(state.c.id == 1).values(model=model))
+        self.changed()
+        return stored != ""
+
+    # -- reading -------------------------------------------------------------------------
+
+    def at(self, layer: str, source: str, state_: str) -> dict[int, tuple[int, bytes]]:
+        """part -> (id, hash) of the vectors of one daily file's lines."""
+        query = select(vectors.c.part, vectors.c.id, vectors.c.hash).where(
+            vectors.c.layer == layer, vectors.c.source == source, vectors.c.state == state_
+        )
+        return {part: (id_, bytes(digest)) for part, id_, digest in self.connection.execute(query)}
+
+    def by_hash(self, hashes: Iterable[bytes]) -> dict[bytes, Vector]:
+        """A stored vector for each of ``hashes`` that has one."""
+        found: dict[bytes, Vector] = {}
+        for chunk in in_chunks(list(set(hashes))):
+            query = select(vectors.c.hash, vectors.c.vector, vectors.c.scale).where(
+                vectors.c.hash.in_(chunk)
+            )
+            for digest, values, scale in self.connection.execute(query):
+                found[bytes(digest)] = Vector(bytes(values), float(scale))
+        return found
+
+    def get(self, ids: Sequence[int]) -> list[StoredVector]:
+        """The vectors of these ids that exist, by id."""
+        found: list[StoredVector] = []
+        for chunk in in_chunks(sorted(ids)):
+            query = select(*_COLUMNS).where(vectors.c.id.in_(chunk)).order_by(vectors.c.id)
+            found += [_stored(tuple(row)) for row in self.connection.execute(query)]
+        return found
+
+    def after(self, last_id: int, limit: int) -> list[StoredVector]:
+        """Up to ``limit`` vectors with an id above ``last_id``, by id."""
+        query = select(*_COLUMNS).where(vectors.c.id > last_id).order_by(vectors.c.id).limit(limit)
+        return [_stored(tuple(row)) for row in self.connection.execute(query)]
+
+    def ids(self) -> list[int]:
+        return list(self.connection.execute(select(vectors.c.id)).scalars())
+
+    def count(self) -> int:
+        return int(self.connection.execute(select(func.count()).select_from(vectors)).scalar_one())
+
+    def documents(self) -> int:
+        """How many daily lines and marks the text index holds: what could be embedded."""
+        query = select(func.count()).where(text_rows.c.layer.in_([DAILY, MARKS]))
+        return int(self.connection.execute(query).scalar_one())
+
+    def fingerprints(self, layer: str) -> dict[tuple[str, str], str]:
+        query = select(groups.c.source, groups.c.state, groups.c.fingerprint).where(
+            groups.c.layer == layer
+        )
+        return {(source, st): fp for source, st, fp in self.connection.execute(query)}
+
+    def marks_to_embed(self, limit: int) -> list[MarkToEmbed]:
+        """Marks whose text row has no current vector, up to ``limit``."""
+        current = exists().where(
+            vectors.c.layer == MARKS,
+            vectors.c.source == text_rows.c.source,
+            vectors.c.digest == text_rows.c.digest,
+        )
+        query = (
+            select(text_rows.c.source, text_rows.c.scope, text_rows.c.digest, marks.c.observation)
+            .join(marks, marks.c.id == text_rows.c.source)
+            .where(text_rows.c.layer == MARKS, ~current)
+            .order_by(text_rows.c.id)
+            .limit(limit)
+        )
+        return [
+            MarkToEmbed(str(mark_id), str(scope), int(digest), str(observation))
+            for mark_id, scope, digest, observation in self.connection.execute(query)
+        ]
+
+    # -- writing (each caller ends with changed()) ----------------------------------------
+
+    def put(self, rows: Sequence[NewVector]) -> tuple[list[StoredVector], list[int]]:
+        """Store ``rows``, replacing the vectors at the same places: the rows as stored, and
+        the ids of the vectors they replaced."""
+        replaced: list[int] = []
+        for row in rows:
+            place = row.place
+            replaced += self._delete(
+                and_(
+                    vectors.c.layer == place.layer,
+                    vectors.c.source == place.source,
+                    vectors.c.state == place.state,
+                    vectors.c.part == place.part,
+                )
+            )
+        stored = []
+        for row in rows:
+            place = row.place
+            id_ = self.connection.execute(
+                insert(vectors)
+                .values(
+                    layer=place.layer,
+                    scope=place.scope,
+                    source=place.source,
+                    state=place.state,
+                    part=place.part,
+                    digest=row.digest,
+                    hash=row.hash,
+                    vector=row.vector.values,
+                    scale=row.vector.scale,
+                )
+                .returning(vectors.c.id)
+            ).scalar_one()
+            stored.append(StoredVector(int(id_), place, row.vector))
+        return stored, replaced
+
+    def delete_ids(self, ids: Sequence[int]) -> list[int]:
+        deleted: list[int] = []
+        for chunk in in_chunks(list(ids)):
+            deleted += self._delete(vectors.c.id.in_(chunk))
+        return deleted
+
+    def delete_hashes(self, hashes: Iterable[bytes]) -> list[int]:
+        """Delete every vector of these texts, wherever it is; the ids deleted."""
+        deleted: list[int] = []
+        for chunk in in_chunks(list(set(hashes))):
+            deleted += self._delete(vectors.c.hash.in_(chunk))
+        return deleted
+
+    def delete_day(self, layer: str, source: str, keep: Iterable[bytes]) -> list[int]:
+        """Delete the vectors of a day's files but those of the texts ``keep``."""
+        kept = list(set(keep))
+        deleted = [
+            id_
+            for id_, digest in self.connection.execute(
+                select(vectors.c.id, vectors.c.hash).where(
+                    vectors.c.layer == layer, vectors.c.source == source
+                )
+            )
+            if bytes(digest) not in kept
+        ]
+        self.connection.execute(
+            delete(groups).where(groups.c.layer == layer, groups.c.source == source)
+        )
+        return self.delete_ids(deleted)
+
+    def outdated_marks(self) -> list[int]:
+        """Delete the vectors of marks whose text changed or is gone (forgotten, deleted);
+        the ids deleted."""
+        return self._delete(and_(vectors.c.layer == MARKS, ~_MARK_CURRENT))
+
+    def drop_group(self, layer: str, source: str, state_: str, *, from_part: int = 1) -> list[int]:
+        """Delete the vectors of a file's lines from ``from_part`` on (all of them by
+        default), and its fingerprint; the ids deleted."""
+        self.connection.execute(
+            delete(groups).where(
+                groups.c.layer == layer, groups.c.source == source, groups.c.state == state_
+            )
+        )
+        return self._delete(
+            and_(
+                vectors.c.layer == layer,
+                vectors.c.source == source,
+                vectors.c.state == state_,
+                vectors.c.part >= from_part,
+            )
+        )
+
+    def begun(self, layer: str, source: str, state_: str) -> None:
+        """Record a file's lines as being embedded (an empty fingerprint), unless it is
+        recorded already: a file with stored vectors always has a record."""
+        statement = insert_ignoring_duplicates(groups, self.connection.dialect.name)
+        self.connection.execute(
+            statement, {"layer": layer, "source": source, "state": state_, "fingerprint": ""}
+        )
+
+    def done(self, layer: str, source: str, state_: str, fingerprint: str) -> None:
+        """Record a file's lines as wholly embedded, as of ``fingerprint``."""
+        statement = upsert(
+            groups, self.connection.dialect.name, ["layer", "source", "state"], ["fingerprint"]
+        )
+        self.connection.execute(
+            statement,
+            {"layer": layer, "source": source, "state": state_, "fingerprint": fingerprint},
+        )
+
+    def _delete(self, where: object) -> list[int]:
+        statement = delete(vectors).where(where).returning(vectors.c.id)  # type: ignore[arg-type]
+        return [int(id_) for id_ in self.connection.execute(statement).scalars()]

@@ -1,0 +1,120 @@
+"""The memory-mapped int8 copy of the stored vectors that recall searches: what it ranks,
+what it filters, how it grows, and that a removed vector leaves no byte in its files."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+pytest.importorskip("onnxruntime", reason="needs pip install 'cambium-memory[semantic]'")
+
+
+@pytest.fixture
+def vf() -> ModuleType:
+    from daemon.search import vector_file
+
+    return vector_file
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def entry(
+    vf: ModuleType, id_: int, vector: np.ndarray, kind: int = 1, key: int = 10, part: int = 1
+) -> object:
+    values, scale = vf.quantize(vector)
+    return vf.Entry(id_, kind, key, part, values.tobytes(), scale)
+
+
+def test_quantized_vectors_keep_their_cosine_similarity(vf: ModuleType) -> None:
+    rng = np.random.default_rng(7)
+    a, b = (row / np.linalg.norm(row) for row in rng.normal(size=(2, 384)).astype(np.float32))
+    (qa, sa), (qb, sb) = vf.quantize(a), vf.quantize(b)
+    approximate = float(qa.astype(np.int32) @ qb.astype(np.int32)) * sa * sb
+    assert approximate == pytest.approx(float(a @ b), abs=0.01)
+    assert vf.quantize(np.zeros(4, dtype=np.float32))[1] == 0.0
+
+
+def test_the_nearest_vectors_come_first_filtered_by_kind_key_and_day(
+    vf: ModuleType, tmp_path: Path
+) -> None:
+    file = vf.VectorFile(tmp_path / "vectors", "model", 3)
+    file.put(
+        [
+            entry(vf, 1, unit(1, 0, 0), key=100, part=1),
+            entry(vf, 2, unit(1, 1, 0), key=101, part=2),
+            entry(vf, 3, unit(0, 0, 1), key=102, part=3),
+            entry(vf, 4, unit(1, 0, 0), kind=vf.MARK, key=7),
+        ]
+    )
+    lines = (vf.LIVE_LINE, vf.ARCHIVED_LINE)
+    found = file.nearest(unit(1, 0.1, 0), 3, kinds=lines, floor=0.3)
+    assert [f.id for f in found] == [1, 2]  # the third is below the floor
+    assert found[0].similarity == pytest.approx(float(unit(1, 0.1, 0) @ unit(1, 0, 0)), abs=0.02)
+    assert [f.id for f in file.nearest(unit(1, 0, 0), 3, kinds=lines, floor=0.3, since=101)] == [2]
+    marks = file.nearest(unit(1, 0, 0), 3, kinds=(vf.MARK,), floor=0.3, key=7)
+    assert [(f.id, f.key) for f in marks] == [(4, 7)]
+    assert file.nearest(unit(1, 0, 0), 3, kinds=(vf.MARK,), floor=0.3, key=8) == []
+    assert file.nearest(unit(1, 0, 0), 0, kinds=lines, floor=0.3) == []
+
+
+def test_a_removed_vector_is_zeroed_in_the_file_and_its_slot_reused(
+    vf: ModuleType, tmp_path: Path
+) -> None:
+    file = vf.VectorFile(tmp_path / "vectors", "model", 4)
+    kept, gone = unit(1, 2, 3, 4), unit(-4, 3, -2, 1)
+    file.put([entry(vf, 1, kept), entry(vf, 2, gone)])
+    file.commit(5)
+    matrix = tmp_path / "vectors.i8"
+    gone_bytes = vf.quantize(gone)[0].tobytes()
+    assert gone_bytes in matrix.read_bytes()
+    assert file.remove([2, 99]) == 1
+    file.commit(6)
+    assert gone_bytes not in matrix.read_bytes()
+    assert vf.quantize(kept)[0].tobytes() in matrix.read_bytes()
+    assert file.live == 1
+    file.put([entry(vf, 3, gone)])
+    assert sorted(file.ids().tolist()) == [1, 3]
+    assert matrix.stat().st_size == vf.GROWTH * 4  # the freed slot was used again
+
+
+def test_the_file_grows_and_is_found_again_with_its_generation(
+    vf: ModuleType, tmp_path: Path
+) -> None:
+    base = tmp_path / "data" / "vectors"
+    file = vf.VectorFile(base, "model", 2)
+    count = vf.GROWTH + 5
+    file.put([entry(vf, n + 1, unit(1, n % 7), part=n) for n in range(count)])
+    file.commit(42)
+    file.close()
+    for part in ("i8", "slots", "json"):
+        assert stat.S_IMODE(base.with_name(f"vectors.{part}").stat().st_mode) == 0o600
+    reopened = vf.VectorFile(base, "model", 2, writable=False)
+    assert (reopened.generation, reopened.live) == (42, count)
+    found = reopened.nearest(unit(1, 0), 1, kinds=(vf.LIVE_LINE,), floor=0.0)
+    assert found[0].part % 7 == 0
+    # Another model's file is not this one's: it starts empty.
+    assert vf.VectorFile(base, "other", 2).live == 0
+
+
+def test_a_large_share_is_scored_in_place_and_a_small_one_gathered(
+    vf: ModuleType, tmp_path: Path
+) -> None:
+    file = vf.VectorFile(tmp_path / "vectors", "model", 8)
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(500, 8)).astype(np.float32)
+    file.put([entry(vf, n + 1, rows[n], key=n) for n in range(500)])
+    query = rng.normal(size=8).astype(np.float32)
+    query /= np.linalg.norm(query)
+    exact = rows @ query
+    for since in (None, 450):  # all rows scored chunk by chunk; 50 rows gathered
+        found = file.nearest(query, 5, kinds=(vf.LIVE_LINE,), floor=-1.0, since=since)
+        chosen = np.arange(500) if since is None else np.arange(450, 500)
+        best = chosen[np.argsort(-exact[chosen])[:5]]
+        assert [f.key for f in found] == best.tolist()
