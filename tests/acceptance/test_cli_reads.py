@@ -7,6 +7,7 @@ recall, ``mcp``'s handshake) load neither the store nor pydantic nor httpx."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -70,6 +71,9 @@ def test_reads_the_daemon_answers_import_neither_the_store_nor_pydantic(
 ) -> None:
     status, shown = imports(daemon, "status", "--json")
     assert json.loads(shown)["status"] == "ok"
+    # Read from the config file with the socket: the zone a person reads times in.
+    text = daemon.cli("status")
+    assert re.search(r"next \d{4}-\d\d-\d\d \d\d:\d\d:\d\d CES?T", text.stdout), text.stdout
     recall, shown = imports(daemon, "memory", "recall", "lentil")
     assert "marks (0)" in shown
     as_json, shown = imports(daemon, "memory", "recall", "lentil", "--json")

@@ -52,7 +52,8 @@ def test_an_explained_mark_shows_how_its_strength_got_there() -> None:
     assert "user.food — likes lentil soup" in shown
     assert "corrects" in shown and "mk_0" in shown
     assert "from 0.70 initial, 10.00 days old, half-life 14 days" in shown
-    assert "from +0.20 reinforced 2026-04-05T10:00:00Z, 6.00 days old" in shown
+    # Outside a command no zone is configured: times read in UTC, labelled.
+    assert "from +0.20 reinforced 2026-04-05 10:00:00 UTC, 6.00 days old" in shown
     assert "substrate" not in shown  # only the layers asked for
 
 
