@@ -11,14 +11,11 @@ import ipaddress
 import os
 import re
 import stat
-import tomllib
-import warnings
 from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo
 
-import platformdirs
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,41 +26,27 @@ from pydantic import (
     model_validator,
 )
 
-from daemon.core.clock import TimeZoneName
+from daemon.config_file import CONFIG_ENV as CONFIG_ENV
+from daemon.config_file import DEFAULT_TIMEZONE, daemon_socket, read_config_file, resolve_path
+from daemon.config_file import ConfigError as ConfigError
+from daemon.config_file import data_dir as data_dir
+from daemon.config_file import find_config_file as find_config_file
+from daemon.config_file import runtime_dir as runtime_dir
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import NAME_PATTERN
+from daemon.core.time_zone import TimeZoneName
 
 if TYPE_CHECKING:
     from rhythms.template import RhythmTemplate
 
-APP = "cambium"
 _STORE_URL = re.compile(r"^(sqlite|postgresql)(\+[a-z0-9_]+)?://")
-CONFIG_ENV = "CAMBIUM_CONFIG"
 DIGEST = "seed_digest"  # the bundled weekly rhythm that ``seeds.digest`` turns off
-
-
-class ConfigError(ValueError):
-    """The configuration cannot be used; the message names the key and the rule."""
 
 
 def _scalar_types(annotation: Any) -> set[Any]:
     """The types a field's annotation names at its top (``int | None`` names int, None)."""
     members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
     return set(members or (annotation,))
-
-
-def data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP))
-
-
-def runtime_dir() -> Path:
-    with warnings.catch_warnings():  # platformdirs warns when it falls back to /tmp
-        warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir(APP))
-
-
-def user_config_file() -> Path:
-    return Path(platformdirs.user_config_dir(APP)) / "cambium.toml"
 
 
 class _Section(BaseModel):
@@ -263,7 +246,7 @@ class LogConfig(_Section):
 
 class Config(_Section):
     workspace: Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)] = "default"
-    timezone: TimeZoneName = "Europe/Berlin"
+    timezone: TimeZoneName = DEFAULT_TIMEZONE
     store: StoreConfig = StoreConfig()
     ingress: IngressConfig = IngressConfig()
     paths: PathsConfig = PathsConfig()
@@ -313,29 +296,12 @@ class Config(_Section):
         return self
 
 
-def find_config_file(explicit: Path | None) -> Path | None:
-    if explicit is not None:
-        return explicit
-    if os.environ.get(CONFIG_ENV):
-        return Path(os.environ[CONFIG_ENV])
-    candidate = user_config_file()
-    return candidate if candidate.is_file() else None
-
-
 def load_config(explicit: Path | None = None) -> Config:
     path = find_config_file(explicit)
     if path is None:
         return _resolve(Config(), base=data_dir(), source=None)
-    path = path.expanduser()
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_config(raw, source=path.resolve())
+    raw = read_config_file(path)
+    return parse_config(raw, source=path.expanduser().resolve())
 
 
 def parse_config(raw: dict[str, Any], source: Path | None = None) -> Config:
@@ -354,20 +320,18 @@ def _resolve(config: Config, base: Path, source: Path | None) -> Config:
     """Absolute paths everywhere, and the platform defaults where nothing was given."""
 
     def absolute(path: Path) -> Path:
-        path = path.expanduser()
-        return path if path.is_absolute() else (base / path).absolute()
+        return resolve_path(path, base)
 
     url = config.store.url or f"sqlite:///{data_dir() / 'cambium.db'}"
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         url = f"sqlite:///{absolute(Path(url.removeprefix('sqlite:///')))}"
-    socket = config.ingress.socket if config.ingress.socket != Path() else None
     resolved = config.model_copy(
         update={
             "source": source,
             "store": StoreConfig(url=url),
             "ingress": config.ingress.model_copy(
                 update={
-                    "socket": absolute(socket) if socket else runtime_dir() / "cambium.sock",
+                    "socket": daemon_socket(config.ingress.socket, base),
                     "token_file": absolute(config.ingress.token_file)
                     if config.ingress.token_file
                     else None,

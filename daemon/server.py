@@ -74,7 +74,10 @@ def _clear_stale(path: Path) -> None:
 
 def bind_tcp(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # Named as TCP, so asyncio turns Nagle's algorithm off on each connection it accepts (it
+    # looks for IPPROTO_TCP): otherwise an answer written as headers, then body, waited for
+    # the client's delayed ACK, 40 ms a page through Loom's door.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

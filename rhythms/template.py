@@ -55,9 +55,10 @@ from pydantic import (
     model_validator,
 )
 
-from daemon.core.clock import TimeZoneName, iso, to_utc
+from daemon.core.clock import iso, to_utc
 from daemon.core.errors import describe, field_errors
 from daemon.core.signal import SIGNAL_TYPE_PATTERN, Signal, SignalRejected
+from daemon.core.time_zone import TimeZoneName
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 

@@ -1,9 +1,15 @@
-"""``/v1/health``: is the daemon well, and what is it doing."""
+"""``/v1/health``: is the daemon well, and what is it doing.
+
+Asked often (``cambium status``, Loom, supervisors polling), so it is cheap: the substrate's
+listing is the one the watcher keeps, and the open deliveries' counts are read from the
+store only when they may have changed (:class:`OpenCounts`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import anyio.to_thread
 from fastapi import APIRouter
@@ -11,8 +17,54 @@ from fastapi import APIRouter
 from daemon import __version__
 from daemon.api.deps import Running
 from daemon.core.clock import iso
+from daemon.store import DeliveryCounts, Store
 
 router = APIRouter(prefix="/v1/health", tags=["health"])
+
+# How stale the counts may be when another process changed them (daemons sharing one
+# PostgreSQL database): this daemon's own writes are seen at once.
+COUNTS_SECONDS = 1.0
+
+
+class OpenCounts:
+    """The pending and dead deliveries, read again when ``store``'s writer has run a
+    transaction since the last read (this daemon's writes settle and add deliveries), and
+    at least every ``seconds`` by ``clock`` (another daemon's writes; a transaction still
+    committing while they were read)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        seconds: float = COUNTS_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.seconds = seconds
+        self.clock = clock
+        self.reads = 0
+        self._counts: DeliveryCounts | None = None
+        self._as_of = (-1, 0.0)  # the store's commits and the clock at the last read
+
+    async def get(self) -> DeliveryCounts:
+        commits, now = self.store.commits, self.clock()
+        fresh = commits == self._as_of[0] and now - self._as_of[1] < self.seconds
+        if self._counts is None or not fresh:
+            self._counts = await self.store.read(lambda tx: tx.signals.open_counts())
+            self._as_of = (commits, now)  # as of before the read: a commit during it counts
+            self.reads += 1
+        return self._counts
+
+
+_OPEN_COUNTS: WeakKeyDictionary[Store, OpenCounts] = WeakKeyDictionary()
+
+
+def open_counts(store: Store) -> OpenCounts:
+    """The one :class:`OpenCounts` of ``store`` in this process."""
+    found = _OPEN_COUNTS.get(store)
+    if found is None:
+        found = _OPEN_COUNTS[store] = OpenCounts(store)
+    return found
 
 
 def _status(services: Running) -> str:
@@ -26,7 +78,7 @@ def _status(services: Running) -> str:
 @router.get("", summary="Is the daemon well, and what is it doing")
 async def health(services: Running) -> dict[str, Any]:
     bus = services.bus
-    counts = await bus.store.read(lambda tx: tx.signals.open_counts())
+    counts = await open_counts(bus.store).get()
     substrate = services.memory.substrate
     files = substrate.listed()
     if files is None:  # changed since the last listing (the watcher said so): list it again

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from daemon.api.deps import Running
 from daemon.schema.recall import RecallQuery
@@ -15,8 +15,9 @@ from daemon.services.summary import with_summary
 router = APIRouter(prefix="/v1/recall", tags=["recall"])
 
 
-def recall_query(request: Request) -> RecallQuery:
-    """The query parameters of recall (and of context), checked: 422 names the field."""
+async def recall_query(request: Request) -> RecallQuery:
+    """The query parameters of recall (and of context), checked: 422 names the field.
+    (Async so that FastAPI calls it in the loop, not in a worker thread.)"""
     return RecallQuery.from_params(request.query_params)
 
 
@@ -37,8 +38,19 @@ Recalled = Annotated[RecallQuery, Depends(recall_query)]
     summary="What the memory knows about something",
     openapi_extra={"parameters": query_parameters()},
 )
-async def recall_route(services: Running, query: Recalled) -> dict[str, Any]:
+async def recall_route(
+    services: Running,
+    query: Recalled,
+    explain: Annotated[
+        bool,
+        Query(
+            description="Each mark also says how its strength got there (initial strength, "
+            "half-life, age, each reinforcement) and how it ended: what `cambium memory "
+            "recall` shows a person."
+        ),
+    ] = False,
+) -> dict[str, Any]:
     result = await anyio.to_thread.run_sync(recall, query, services.memory, services.clock())
     if query.summary:
         result = await with_summary(result, query.about, services.memory.llm)
-    return result.to_json()
+    return result.to_json(explain=explain)

@@ -1,8 +1,9 @@
 """What every ``cambium`` command shares: exit codes, failures, ``--config`` and ``--json``,
 opening the store for reading, and JSON output.
 
-Heavy modules (SQLAlchemy, Alembic, the store) are imported inside the functions that need
-them, so ``cambium --help`` and the write commands start quickly.
+Heavy modules (the config's models, SQLAlchemy, Alembic, the store) are imported inside the
+functions that need them, so ``cambium --help``, the reads the daemon answers and the write
+commands start quickly.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from daemon.config import Config, ConfigError, load_config
+from daemon.config_file import ConfigError
 
 if TYPE_CHECKING:
+    from daemon.config import Config
     from daemon.store import Store
 
 # Besides 0 (ok). Click's own usage errors exit 2 as well, like BadInput.
@@ -100,18 +102,30 @@ def remember_config(ctx: click.Context, config_path: Path | None) -> None:
         ctx.meta[_CONFIG_META] = config_path
 
 
-def load(config_path: Path | None) -> Config:
+def config_path_given(config_path: Path | None) -> Path | None:
+    """``--config`` as given to the command, or to the listing group it was invoked through."""
     if config_path is None:
         ctx = click.get_current_context(silent=True)
         config_path = ctx.meta.get(_CONFIG_META) if ctx else None
+    return config_path
+
+
+def load(config_path: Path | None) -> Config:
+    from daemon.config import load_config
+
     try:
-        config = load_config(config_path)
+        config = load_config(config_path_given(config_path))
     except ConfigError as exc:
         raise BadInput(f"bad config: {exc}") from None
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:  # the zone the command's times are shown in
-        ctx.meta[_ZONE_META] = config.zone
+    show_times_in(config.zone)
     return config
+
+
+def show_times_in(zone: ZoneInfo) -> None:
+    """The zone the running command's times are shown in (see :func:`time_zone`)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_ZONE_META] = zone
 
 
 def time_zone() -> ZoneInfo:

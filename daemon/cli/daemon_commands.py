@@ -13,14 +13,14 @@ from daemon.cli.common import (
     BadInput,
     Failure,
     Number,
+    Unreachable,
     config_option,
     json_option,
     load,
-    login_name,
     print_json,
     store_failures,
 )
-from daemon.config import ConfigError
+from daemon.config_file import ConfigError
 
 
 @click.command()
@@ -68,17 +68,18 @@ def status(as_json: bool, config_path: Path | None) -> None:
       cambium status
       cambium status --json
     """
-    from daemon.cli.client import daemon
+    from daemon.cli.client import ask, daemon_socket
 
-    config = load(config_path)
-    with daemon(config, login_name()) as client:
-        health = client.health().model_dump(mode="json")
+    socket = daemon_socket(config_path)
+    health = ask(socket, "/v1/health")
+    if health is None:
+        raise Unreachable(f"daemon not reachable at {socket} — start it with `cambium run`")
     if as_json:
         print_json(health)
     else:
         from daemon.cli.render import show, status_view
 
-        show(status_view(health, config.ingress.socket))
+        show(status_view(health, socket))
     if health["status"] != "ok":
         problem = health.get("problem")
         raise Failure(f"the daemon is {health['status']}" + (f": {problem}" if problem else ""))

@@ -3,14 +3,17 @@
 Exit codes: 0 ok; 1 failed; 2 bad input; 3 daemon not reachable; 4 a write was sent but
 no answer came (it may be stored: re-run it with the printed ``--idempotency-key``).
 
-Read commands (``memory recall``, ``memory seeds``, ``memory substrate``, ``signals``)
-read the store and the files directly, daemon running or not. Write commands (``emit``,
-``memory mark|note|consolidate``, ``memory seeds accept|reject``, ``signals retry``) and
-``status`` talk to the daemon over its Unix socket.
+``status`` and ``memory recall`` ask the running daemon (it holds the warm index and the
+model); with the daemon down, recall reads the store's index as it is, read-only. The other
+read commands (``memory seeds``, ``memory substrate``, ``signals``) read the store and the
+files directly, daemon running or not. Write commands (``emit``, ``memory
+mark|note|consolidate``, ``memory seeds accept|reject``, ``signals retry``) talk to the
+daemon over its Unix socket.
 
 The commands load lazily: ``cambium --help`` lists them from :data:`COMMANDS` and imports
-none of them (they pull in pydantic, the config, the client), so it answers in the time
-Python takes to start.
+none of them, so it answers in the time Python takes to start; a read the daemon answers
+imports the client's wire and the rendering, not pydantic, httpx or the store
+(:mod:`daemon.cli.client`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from daemon.cli.common import config_option, load
+from daemon.cli.common import config_option
 
 
 @click.command()
@@ -24,7 +24,7 @@ def mcp(config_path: Path | None) -> None:
     """
     import anyio
 
+    from daemon.cli.client import daemon_socket
     from daemon.mcp.server import serve_stdio
 
-    config = load(config_path)
-    anyio.run(serve_stdio, config.ingress.socket)
+    anyio.run(serve_stdio, daemon_socket(config_path))

@@ -1,9 +1,11 @@
 """``cambium memory``: recall, mark, note, consolidate, seeds, substrate (writing by hand in
 :mod:`daemon.cli.writing`, seeds in :mod:`daemon.cli.seeds`).
 
-Reading (recall, seeds, substrate) goes to the store and the files directly, so it works
-with the daemon stopped; everything that changes memory is a signal sent through the
-daemon's ingress, so the signal log stays the audit trail of the memory.
+Recall asks the running daemon, which holds the warm index (and the model, with semantic
+ranking on); with the daemon down it reads the store's index as it is, read-only, and the
+files (see :func:`recall`). Seeds and substrate are read from the store and the files
+directly. Everything that changes memory is a signal sent through the daemon's ingress, so
+the signal log stays the audit trail of the memory.
 """
 
 from __future__ import annotations
@@ -101,20 +103,7 @@ def open_memory(config: Config, store: Store) -> Memory:
 @json_option
 @config_option
 def recall(
-    about: str,
-    layers: str | None,
-    horizon: str | None,
-    min_strength: float | None,
-    limit: int | None,
-    include_withered: bool,
-    include_history: bool,
-    workspace: str | None,
-    output: str,
-    max_chars: int,
-    provenance: str | None,
-    summary: bool,
-    as_json: bool,
-    config_path: Path | None,
+    output: str, max_chars: int, as_json: bool, config_path: Path | None, **query: Any
 ) -> None:
     """What the memory knows about ABOUT, from all four layers.
 
@@ -133,31 +122,48 @@ def recall(
       cambium memory recall user.food --provenance stated,observed
       cambium memory recall "Arnold" --summary
     """
-    given = {
-        "about": about,
-        "layers": layers,
-        "horizon": horizon,
-        "min_strength": min_strength,
-        "limit": limit,
-        "include_withered": include_withered,
-        "include_history": include_history,
-        "workspace": workspace,
-        "provenance": provenance,
-        "summary": summary,
-    }
-    query = _recall_query({k: v for k, v in given.items() if v is not None})
-    config = load(config_path)
+    from daemon.cli.client import daemon_socket
+
+    # The query's fields, as given (an option left out, or a flag not set, is not sent).
+    given = {k: v for k, v in query.items() if v is not None and v is not False}
+    text = not as_json and output == "text"
+    found = _asked(daemon_socket(config_path), given, output, max_chars, explain=text)
+    if found is None:  # no daemon: read the store
+        found = _read(load(config_path), given, output, max_chars, explain=text)
+    if output == "context":
+        click.echo(found["text"])
+    elif not text:
+        print_json(found)
+    else:
+        from daemon.cli.render import recall_view, show
+
+        layers = query["layers"]
+        show(recall_view(found, [part.strip() for part in layers.split(",")] if layers else None))
+
+
+def _asked(
+    socket: Path, given: dict[str, Any], output: str, max_chars: int, *, explain: bool
+) -> Any | None:
+    """The running daemon's answer (a recall, or a context block), ``None`` if none runs."""
+    from daemon.cli.client import ask
+
+    params = {name: ("true" if value is True else str(value)) for name, value in given.items()}
+    if output == "context":
+        return ask(socket, "/v1/context", params | {"max_chars": str(max_chars)})
+    return ask(socket, "/v1/recall", params | ({"explain": "true"} if explain else {}))
+
+
+def _read(
+    config: Config, given: dict[str, Any], output: str, max_chars: int, *, explain: bool
+) -> Any:
+    """What the daemon would answer, read from the store and the files by this process."""
+    query = _recall_query(given)
     result = _recalled(config, query)
     if output == "context":
         from daemon.services.context import render
 
-        click.echo(render(result.to_json(), query.about, max_chars).text)
-    elif as_json or output == "json":
-        print_json(result.to_json())
-    else:
-        from daemon.cli.render import recall_view, show
-
-        show(recall_view(result, query.layers))
+        return render(result.to_json(), query.about, max_chars).to_json()
+    return result.to_json(explain=explain)
 
 
 def _recall_query(given: dict[str, Any]) -> RecallQuery:
@@ -172,8 +178,10 @@ def _recall_query(given: dict[str, Any]) -> RecallQuery:
 
 
 def _recalled(config: Config, query: RecallQuery) -> RecallResult:
-    """The answer, from the store and the files; before the first start (no database yet,
-    so no marks) from the files on their own. With a summary, if asked for."""
+    """The answer, from the store's index and stored vectors (read-only: this process never
+    builds or writes an index; with semantic recall it embeds the question alone) and the
+    files; before the first start (no database yet, so no marks) from the files on their
+    own. With a summary, if asked for."""
     import anyio
 
     from daemon.core.clock import utcnow

@@ -26,7 +26,6 @@ from daemon.core.clock import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
     from daemon.core.records import Seed
-    from daemon.services.recall import MarkHit, RecallResult
 
 
 # The width of piped output: no line is wrapped short of it.
@@ -55,7 +54,7 @@ def when(value: datetime | str | None) -> str:
     if value is None:
         return "—"
     if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        value = _instant(value)
     return value.astimezone(time_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
@@ -174,39 +173,49 @@ def days(value: float) -> str:
 # -- memory ------------------------------------------------------------------------------
 
 
-def recall_view(result: RecallResult, layers: Sequence[str]) -> RenderableType:
+def recall_view(result: dict[str, Any], layers: Sequence[str] | None) -> RenderableType:
+    """A recall's JSON, explained (``/v1/recall?explain=true``), for people: the ``layers``
+    asked for (``None``: all four)."""
     views = {
-        "marks": lambda: section("marks", [mark_view(hit) for hit in result.marks]),
+        "marks": lambda: section("marks", [mark_view(mark) for mark in result["marks"]]),
         "substrate": lambda: section(
             "substrate",
-            [excerpt(f"{hit.file}  ({hit.reason})", hit.excerpt) for hit in result.substrate],
+            [
+                excerpt(f"{hit['file']}  ({hit['reason']})", hit["excerpt"])
+                for hit in result["substrate"]
+            ],
         ),
         "daily": lambda: section(
             "daily",
-            [excerpt(f"{hit.date}, {lines(hit.line_range)}", hit.excerpt) for hit in result.daily],
+            [
+                excerpt(f"{hit['date']}, {lines(hit['line_range'])}", hit["excerpt"])
+                for hit in result["daily"]
+            ],
         ),
         "compost": lambda: section(
             "compost",
             [
                 Text(
-                    f"{hit.template_id}: {hit.learning} ({plural(hit.source_agent_count, 'agent')})"
+                    f"{hit['template_id']}: {hit['learning']} "
+                    f"({plural(hit['source_agent_count'], 'agent')})"
                 )
-                for hit in result.compost
+                for hit in result["compost"]
             ],
         ),
     }
     # The layers in their canonical order, after the summary when there is one, and with
     # semantic recall on how much was ranked by meaning.
     summary = (
-        [Group(Text("summary", style="bold"), indent(Text(result.summary)))]
-        if result.summary
+        [Group(Text("summary", style="bold"), indent(Text(result["summary"])))]
+        if result.get("summary")
         else []
     )
     coverage = []
-    if result.semantic is not None:
-        shown = covered(result.semantic.to_json())
+    if result.get("semantic") is not None:
+        shown = covered(result["semantic"])
         coverage = [Text(f"semantic: {shown}; the rest ranked by words", style="dim")]
-    return apart([*summary, *(views[name]() for name in views if name in layers), *coverage])
+    layers_shown = [name for name in views if layers is None or name in layers]
+    return apart([*summary, *(views[name]() for name in layers_shown), *coverage])
 
 
 def apart(renderables: Iterable[RenderableType]) -> Group:
@@ -226,63 +235,73 @@ def excerpt(head: str, body: str) -> Group:
     return Group(Text(head), indent(Text(body, style="dim")))
 
 
-def mark_view(hit: MarkHit) -> RenderableType:
-    mark = hit.mark
-    said = mark.observation if mark.state != "forgotten" else "(forgotten)"
-    title = Text.assemble((mark.subject, "bold"), " — ", said)
-    reinforced = plural(mark.reinforcement_count, "reinforcement")
+def mark_view(mark: dict[str, Any]) -> RenderableType:
+    """A mark as explained (:meth:`daemon.services.recall.MarkHit.to_json`, ``explain``)."""
+    said = mark["observation"] if mark["state"] != "forgotten" else "(forgotten)"
+    title = Text.assemble((mark["subject"], "bold"), " — ", said)
+    reinforced = plural(mark["reinforcement_count"], "reinforcement")
+    # A daemon older than this CLI answers without the explanation: what it said is shown.
+    ended = f"{when(mark['ended_at'])}: {mark['ended_reason']}" if mark.get("ended_at") else None
     history = [
         (name, value)
         for name, value in (
-            ("corrects", mark.supersedes),
-            ("corrected by", mark.superseded_by),
-            ("ended", f"{when(mark.ended_at)}: {mark.ended_reason}" if mark.ended_at else None),
+            ("corrects", mark.get("supersedes")),
+            ("corrected by", mark.get("superseded_by")),
+            ("ended", ended),
         )
         if value
     ]
+    strength = strength_view(mark) if "strength" in mark else f"{mark['current_strength']:.2f}  now"
     return Group(
         title,
         indent(
             fields(
                 [
-                    ("state", mark.state),
+                    ("state", mark["state"]),
                     *history,
-                    ("strength", strength_view(hit)),
+                    ("strength", strength),
                     # stated / observed / inferred by whoever emitted it
-                    ("mark", f"{mark.id}, {mark.provenance} by {mark.observed_by}"),
+                    ("mark", f"{mark['id']}, {mark['provenance']} by {mark['observed_by']}"),
                     (
                         "seen",
-                        f"first {when(mark.first_observed_at)}, "
-                        f"last {when(mark.last_reinforced_at)}, {reinforced}",
+                        f"first {when(mark['first_observed_at'])}, "
+                        f"last {when(mark['last_reinforced_at'])}, {reinforced}",
                     ),
-                    ("evidence", evidence_view(mark.evidence)),
+                    ("evidence", evidence_view(mark["evidence"])),
                 ]
             )
         ),
     )
 
 
-def strength_view(hit: MarkHit) -> Table:
+def strength_view(mark: dict[str, Any]) -> Table:
     """Current strength, and how it got there: the initial strength decayed over the mark's
     age, plus each reinforcement decayed over its own age."""
-    s = hit.strength
+    s = mark["strength"]
     grid = Table.grid(padding=(0, 2))
     grid.add_column(justify="right")
     grid.add_column()
-    raw = s.base + sum(part.now for part in s.reinforcements)
-    grid.add_row(f"{s.value:.2f}", "now" + (f" (clamped from {raw:.2f})" if raw != s.value else ""))
+    raw = s["base"] + sum(part["now"] for part in s["reinforcements"])
+    value = s["value"]
+    grid.add_row(f"{value:.2f}", "now" + (f" (clamped from {raw:.2f})" if raw != value else ""))
     grid.add_row(
-        f"{s.base:.2f}",
-        f"from {s.initial:.2f} initial, {s.age_days:.2f} days old, {days(s.half_life_days)}",
+        f"{s['base']:.2f}",
+        f"from {s['initial']:.2f} initial, {s['age_days']:.2f} days old, "
+        f"{days(s['half_life_days'])}",
     )
-    for part in s.reinforcements:
-        since_first = (part.at - hit.mark.first_observed_at) / timedelta(days=1)
-        age = max(0.0, s.age_days - since_first)
+    first = _instant(mark["first_observed_at"])
+    for part in s["reinforcements"]:
+        since_first = (_instant(part["at"]) - first) / timedelta(days=1)
+        age = max(0.0, s["age_days"] - since_first)
         grid.add_row(
-            f"{part.now:.2f}",
-            f"from +{part.delta:.2f} reinforced {when(part.at)}, {age:.2f} days old",
+            f"{part['now']:.2f}",
+            f"from +{part['delta']:.2f} reinforced {when(part['at'])}, {age:.2f} days old",
         )
     return grid
+
+
+def _instant(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def evidence_view(evidence: dict[str, Any]) -> str:

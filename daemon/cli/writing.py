@@ -90,7 +90,7 @@ def mark(
         return
     from daemon.cli.render import mark_view, show
 
-    show(mark_view(hit))
+    show(mark_view(hit.to_json(explain=True)))
 
 
 def _stated(subject: str, observation: str, observer: str) -> dict[str, object]:

@@ -12,37 +12,64 @@ be sent again safely with the same key.
         memory.observe("user.food.lunch", "likes lentil soup", source_id="my-agent", wait=10)
         for mark in memory.recall("lentil").marks:
             print(mark.subject, mark.observation, round(mark.current_strength, 2))
+
+Each name is imported when first used (PEP 562), so that importing one part (the errors, or
+the sync client without httpx) does not pull in the others.
 """
 
-from daemon.client._async_client import AsyncClient
-from daemon.client._client import Client
-from daemon.client._errors import (
-    CambiumError,
-    Conflict,
-    DaemonError,
-    NotFound,
-    NotReachable,
-    OutcomeUnknown,
-    Rejected,
-    Unavailable,
-)
-from daemon.schema.answers import (
-    CompostItem,
-    ContextBlock,
-    DailyItem,
-    DeliveryItem,
-    Discard,
-    Discarded,
-    Emitted,
-    Health,
-    MarkItem,
-    Recall,
-    Retried,
-    Reviewed,
-    SeedItem,
-    StoredSignal,
-    SubstrateItem,
-)
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from daemon.client._async_client import AsyncClient
+    from daemon.client._client import Client
+    from daemon.client._errors import (
+        CambiumError,
+        Conflict,
+        DaemonError,
+        NotFound,
+        NotReachable,
+        OutcomeUnknown,
+        Rejected,
+        Unavailable,
+    )
+    from daemon.schema.answers import (
+        CompostItem,
+        ContextBlock,
+        DailyItem,
+        DeliveryItem,
+        Discard,
+        Discarded,
+        Emitted,
+        Health,
+        MarkItem,
+        Recall,
+        Retried,
+        Reviewed,
+        SeedItem,
+        StoredSignal,
+        SubstrateItem,
+    )
+
+# The module that defines each name.
+_HOMES = {
+    name: module
+    for module, names in (
+        ("daemon.client._async_client", "AsyncClient"),
+        ("daemon.client._client", "Client"),
+        (
+            "daemon.client._errors",
+            "CambiumError Conflict DaemonError NotFound NotReachable OutcomeUnknown Rejected "
+            "Unavailable",
+        ),
+        (
+            "daemon.schema.answers",
+            "CompostItem ContextBlock DailyItem DeliveryItem Discard Discarded Emitted Health "
+            "MarkItem Recall Retried Reviewed SeedItem StoredSignal SubstrateItem",
+        ),
+    )
+    for name in names.split()
+}
 
 __all__ = [
     "AsyncClient",
@@ -71,3 +98,15 @@ __all__ = [
     "SubstrateItem",
     "Unavailable",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value  # once found, an attribute like any other
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

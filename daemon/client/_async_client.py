@@ -13,6 +13,7 @@ import httpx
 
 from daemon.client import _base as calls
 from daemon.client._base import DEFAULT_SOURCE_ID, BaseClient, Decision
+from daemon.client._wire import Answer
 from daemon.core import signal_types
 from daemon.schema.answers import (
     ContextBlock,
@@ -30,6 +31,10 @@ from daemon.schema.recall import DEFAULT_CHARS, ContextQuery, Layer, RecallQuery
 
 T = TypeVar("T")
 
+_BASE_URL = "http://cambium"
+# Failures before the request left: nothing can have been stored.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
 
 class AsyncClient(BaseClient):
     """The same as :class:`~daemon.client.Client`, for async code (asyncio or trio through
@@ -46,12 +51,22 @@ class AsyncClient(BaseClient):
         answer_seconds: float = calls.ANSWER_SECONDS,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(
-            socket, url, token, config, source_id, answer_seconds, transport is not None
-        )
+        if transport is not None:  # its own settings stand
+            where = calls.Endpoint(None, url or _BASE_URL, {}, "the given transport")
+        else:
+            where = calls.endpoint(socket, url, token, config)
+            transport = httpx.AsyncHTTPTransport(
+                uds=None if where.socket is None else str(where.socket),
+                # Plain HTTP to this machine never speaks TLS: httpx builds a bare context
+                # for verify=False (under a millisecond) instead of loading the CA bundle.
+                verify=where.url is not None and where.url.startswith("https:"),
+            )
+        super().__init__(where.where, source_id, answer_seconds)
         self._http = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(**self._transport_settings),
-            **self._settings,
+            transport=transport,
+            base_url=where.url or _BASE_URL,
+            headers=where.headers,
+            trust_env=False,  # an HTTP(S)_PROXY must not take the daemon's requests elsewhere
         )
 
     async def __aenter__(self) -> Self:
@@ -74,9 +89,12 @@ class AsyncClient(BaseClient):
                 json=call.body,
                 timeout=call.wait + self.answer_seconds,
             )
+        except _NOT_SENT as exc:
+            raise calls.failure(call, False, type(exc).__name__, self.where) from None
         except httpx.TransportError as exc:
-            raise calls.failure(call, exc, self.where) from None
-        return calls.answer(call, response)
+            raise calls.failure(call, True, type(exc).__name__, self.where) from None
+        answer = Answer(response.status_code, response.reason_phrase, response.content)
+        return call.read(answer.json())
 
     # reads
 

@@ -14,16 +14,10 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
-import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from daemon.client._errors import (
-    CambiumError,
-    NotReachable,
-    OutcomeUnknown,
-    Rejected,
-    error_for,
-)
+from daemon.client._errors import CambiumError, NotReachable, OutcomeUnknown, Rejected
+from daemon.config_file import socket_path
 from daemon.core.clock import SECONDS_PER_DAY
 from daemon.core.errors import FieldError, describe, field_errors
 from daemon.core.signal import Signal, SignalRejected
@@ -48,17 +42,24 @@ Decision = Literal["accepted", "rejected"]
 # Seconds the daemon gets to answer, on top of any delivery wait the call asks for.
 ANSWER_SECONDS = 10.0
 DEFAULT_SOURCE_ID = "python-client"
-_BASE_URL = "http://cambium"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the daemon listens: its socket, or a loopback ``url`` with ``headers`` (the
+    bearer token); ``where`` names it in messages."""
+
+    socket: Path | None
+    url: str | None
+    headers: dict[str, str]
+    where: str
 
 
 def endpoint(
     socket: str | Path | None, url: str | None, token: str | None, config: Path | None
-) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """httpx settings for where the daemon listens (the client's, then its transport's),
-    and how to name that place."""
+) -> Endpoint:
     if url is not None:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
+        host = urlsplit(url).hostname or ""
         try:
             loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
         except ValueError:
@@ -66,47 +67,19 @@ def endpoint(
         if not loopback:  # the token must never leave the machine
             raise ValueError(f"url must be a loopback address, like http://127.0.0.1:8765: {url}")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        if parts.scheme == "https":
-            return {"base_url": url, "headers": headers}, {}, url
-        return {"base_url": url, "headers": headers, **_PLAIN}, _NO_TLS, url
+        return Endpoint(None, url, headers, url)
     if socket is None:
-        from daemon.config import load_config
-
-        socket = load_config(config).ingress.socket
-    return {"base_url": _BASE_URL, **_PLAIN}, {"uds": str(socket), **_NO_TLS}, str(socket)
-
-
-# Plain HTTP to this machine never speaks TLS, so the transport needs no certificates: httpx
-# builds a bare context for verify=False (under a millisecond) instead of loading the CA
-# bundle (a third of a second). Nor does it go through a proxy named in the environment.
-_NO_TLS: dict[str, Any] = {"verify": False}
-_PLAIN: dict[str, Any] = {"trust_env": False}
+        socket = socket_path(config)
+    return Endpoint(Path(socket), None, {}, str(socket))
 
 
 class BaseClient:
     """What both clients hold: where the daemon is, who writes, how long it may take."""
 
-    def __init__(
-        self,
-        socket: str | Path | None,
-        url: str | None,
-        token: str | None,
-        config: Path | None,
-        source_id: str,
-        answer_seconds: float,
-        has_transport: bool,
-    ) -> None:
-        self.answer_seconds = answer_seconds
-        # With a given transport, its own settings stand.
-        self._transport_settings: dict[str, Any] = {}
-        if has_transport:
-            self._settings: dict[str, Any] = {"base_url": url or _BASE_URL}
-            self.where = "the given transport"
-        else:
-            self._settings, self._transport_settings, self.where = endpoint(
-                socket, url, token, config
-            )
+    def __init__(self, where: str, source_id: str, answer_seconds: float) -> None:
+        self.where = where
         self.source_id = source_id
+        self.answer_seconds = answer_seconds
 
     def _emit_call(
         self,
@@ -357,33 +330,16 @@ def _bounded_wait(wait: float) -> float:
 
 # -- answers -----------------------------------------------------------------------------
 
-# Failures before the request left: nothing can have been stored.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 
-
-def failure(call: Call[Any], exc: httpx.TransportError, where: str) -> CambiumError:
-    """The error for a call whose answer never came."""
-    if isinstance(exc, _NOT_SENT):
+def failure(call: Call[Any], sent: bool, cause: str, where: str) -> CambiumError:
+    """The error for a call whose answer never came: ``sent`` whether the request may have
+    reached the daemon, ``cause`` what failed."""
+    if not sent:
         return NotReachable(f"daemon not reachable at {where} — start it with `cambium run`")
     if call.idempotency_key is None:
-        return NotReachable(f"the daemon at {where} did not answer ({type(exc).__name__})")
+        return NotReachable(f"the daemon at {where} did not answer ({cause})")
     return OutcomeUnknown(
-        f"sent to the daemon at {where}, but no answer came ({type(exc).__name__}); "
+        f"sent to the daemon at {where}, but no answer came ({cause}); "
         f"it may be stored: send it again with idempotency key {call.idempotency_key}",
         call.idempotency_key,
     )
-
-
-def answer(call: Call[T], response: httpx.Response) -> T:
-    try:
-        body = response.json()
-    except ValueError:
-        body = {"detail": response.text.strip() or response.reason_phrase}
-    if response.is_success:
-        return call.read(body)
-    detail = str(body.get("detail", body)) if isinstance(body, dict) else str(body)
-    raw_errors = body.get("errors") if isinstance(body, dict) else None
-    errors = [
-        FieldError(field=str(e["field"]), message=str(e["message"])) for e in raw_errors or []
-    ]
-    raise error_for(response.status_code, detail, errors)

@@ -8,10 +8,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import httpx
-
 from daemon.client import _base as calls
 from daemon.client._base import DEFAULT_SOURCE_ID, BaseClient, Decision
+from daemon.client._wire import NoAnswer, NotSent, Wire
 from daemon.core import signal_types
 from daemon.schema.answers import (
     ContextBlock,
@@ -34,7 +33,8 @@ class Client(BaseClient):
     """The daemon, reached synchronously. Give ``socket`` (a path), or ``url`` (loopback
     TCP) and ``token``; with neither, the socket of the config (``config``, else
     ``$CAMBIUM_CONFIG``, else the user config file). ``source_id`` names the writer;
-    ``answer_seconds`` is how long the daemon gets to answer (on top of a delivery wait)."""
+    ``answer_seconds`` is how long the daemon gets to answer (on top of a delivery wait).
+    It speaks HTTP with the standard library (:mod:`daemon.client._wire`): no httpx."""
 
     def __init__(
         self,
@@ -45,15 +45,10 @@ class Client(BaseClient):
         config: Path | None = None,
         source_id: str = DEFAULT_SOURCE_ID,
         answer_seconds: float = calls.ANSWER_SECONDS,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
-        super().__init__(
-            socket, url, token, config, source_id, answer_seconds, transport is not None
-        )
-        self._http = httpx.Client(
-            transport=transport or httpx.HTTPTransport(**self._transport_settings),
-            **self._settings,
-        )
+        where = calls.endpoint(socket, url, token, config)
+        super().__init__(where.where, source_id, answer_seconds)
+        self._wire = Wire(where.socket, where.url, where.headers)
 
     def __enter__(self) -> Self:
         return self
@@ -64,20 +59,22 @@ class Client(BaseClient):
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._wire.close()
 
     def _run(self, call: calls.Call[T]) -> T:
         try:
-            response = self._http.request(
+            answer = self._wire.request(
                 call.method,
                 call.path,
                 params=call.params,
-                json=call.body,
+                body=call.body,
                 timeout=call.wait + self.answer_seconds,
             )
-        except httpx.TransportError as exc:
-            raise calls.failure(call, exc, self.where) from None
-        return calls.answer(call, response)
+        except NotSent as exc:
+            raise calls.failure(call, False, str(exc), self.where) from None
+        except NoAnswer as exc:
+            raise calls.failure(call, True, str(exc), self.where) from None
+        return call.read(answer.json())
 
     # reads
 

@@ -3,10 +3,7 @@ so tests move time by passing a function rather than sleeping."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from pydantic import AfterValidator
 
 Clock = Callable[[], datetime]
 
@@ -27,20 +24,17 @@ def to_utc(value: datetime) -> datetime:
         raise ValueError("out of range: no such instant in UTC") from None
 
 
-def _known_zone(name: str) -> str:
+def iso(value: datetime) -> str:
+    """ISO 8601 in UTC with a ``Z``, the one format instants leave the daemon in."""
+    return to_utc(value).isoformat().replace("+00:00", "Z")
+
+
+def known_zone(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``; a ValueError saying what to give if zoneinfo does not
+    know it."""
     try:
-        ZoneInfo(name)
+        return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(
             f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin"
         ) from None
-    return name
-
-
-# A pydantic field type: an IANA time zone name that zoneinfo knows.
-TimeZoneName = Annotated[str, AfterValidator(_known_zone)]
-
-
-def iso(value: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z``, the one format instants leave the daemon in."""
-    return to_utc(value).isoformat().replace("+00:00", "Z")

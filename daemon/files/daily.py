@@ -348,20 +348,18 @@ class DailyLog:
         changed are read (see :class:`~daemon.files.daily_rows.DailyRows`).
 
         An index this process may not write (a store opened only to read: the CLI, with
-        the daemon down) is used as it is if it is current. If it is not, this instance
-        ranks from an index in memory instead, said once in the log: an answer is never
-        missing what the files say."""
+        the daemon down) is used as it is: no process but the daemon builds an index (a
+        year of notes would take minutes and a gigabyte). If it is not current, that is
+        said once in the log: what changed since it was written is not searched."""
         with self._lock:
             if not self.rows.index.writable and not self._looked:
                 stale = self.rows.stale(self._day_files())
                 if stale:
                     log.warning(
-                        "the text index is not current: ranking in memory this time"
+                        "the text index is not current: lines written since are not searched"
                         " (start the daemon, or run `cambium index rebuild`)",
                         files=len(stale),
                     )
-                    self.rows = DailyRows(MemoryTextIndex(), split_lines)
-                    self._index.index = self.rows.index
             self._looked = True
             if self.rows.index.writable and self.rows.refresh(self._day_files(), progress):
                 for listener in self._changed:

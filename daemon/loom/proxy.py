@@ -23,11 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, unquote, urlencode
 
-import httpx
 from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import Receive, Scope, Send
+
+from daemon.loom.forward import DaemonConnections, NotForwarded
 
 COOKIE = "cambium_loom"
 TICKET_SECONDS = 120.0
@@ -36,6 +37,8 @@ HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "upgrade", "te", "trailer",
      "proxy-authorization", "proxy-authenticate", "content-length", "cookie"}
 )  # fmt: skip
+# The daemon's own; the door's server writes its own of each.
+SERVER_HEADERS = frozenset({"date", "server"})
 FORWARD_SECONDS = 30.0
 PREFIX = "/loom"
 DECODE_ROUNDS = 4  # a path still changing after this many percent-decodings is refused
@@ -93,13 +96,8 @@ class LoomProxy:
         self.socket = socket
         self.host = host  # "127.0.0.1:PORT": the only Host a request may name
         self.origin = f"http://{host}"
-        # One connection pool for the door's life (no TLS: it speaks to a Unix socket).
-        self.daemon = httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=str(socket)),
-            base_url="http://cambium",
-            timeout=FORWARD_SECONDS,
-            trust_env=False,  # an HTTP(S)_PROXY must not take the socket's requests elsewhere
-        )
+        # Its connections to the daemon, kept for the door's life.
+        self.daemon = DaemonConnections(socket, FORWARD_SECONDS)
         self.ticket: str | None = secrets.token_urlsafe(24)
         self.session = secrets.token_urlsafe(32)
         self.clock = clock
@@ -169,19 +167,22 @@ class LoomProxy:
 
     async def _forward(self, request: Request, path: str) -> Response:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
+        # Re-quoted, so that nothing in it can end the request line it is written into.
+        query = quote(request.url.query, safe="=&%+;,/?:@!$'()*~")
+        target = quote(path) + (f"?{query}" if query else "")
         try:
             answer = await self.daemon.request(
-                request.method,
-                quote(path),
-                params=request.url.query,
-                headers=headers,
-                content=await request.body(),
+                request.method, target, headers, await request.body()
             )
-        except httpx.TransportError:
+        except NotForwarded:
             return PlainTextResponse(
                 f"the daemon is not reachable at {self.socket}: start it with `cambium run`",
                 status_code=502,
             )
-        kept = {k: v for k, v in answer.headers.items() if k.lower() not in HOP_BY_HOP}
-        kept.pop("content-encoding", None)  # httpx has decoded the body already
-        return Response(answer.content, status_code=answer.status_code, headers=kept)
+        dropped = HOP_BY_HOP | SERVER_HEADERS
+        kept = [(k, v) for k, v in answer.headers if k.lower() not in dropped]
+        response = Response(b"".join(answer.body), status_code=answer.status)
+        response.raw_headers += [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in kept
+        ]
+        return response

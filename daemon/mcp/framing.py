@@ -1,33 +1,40 @@
-"""Each line read from stdin checked before the MCP SDK sees it, so that every malformed
+"""Each line read from stdin checked before the server acts on it, so that every malformed
 message gets an answer instead of silence: a line that is too long, not UTF-8, not JSON, a
-batch, not a JSON-RPC message, or text holding a lone surrogate (valid JSON, ``"\\ud800"``,
-but not Unicode) is answered with a JSON-RPC error; a lone surrogate in a tool's arguments
-is answered as a tool error naming the argument, as any other bad argument is."""
+batch, not a JSON-RPC 2.0 message, or text holding a lone surrogate (valid JSON,
+``"\\ud800"``, but not Unicode) is answered with a JSON-RPC error; a lone surrogate in a
+tool's arguments is answered as a tool error naming the argument, as any other bad argument
+is. The messages are plain dicts, as JSON has them (no SDK, no pydantic: ``cambium mcp``
+answers ``initialize`` in about the time Python takes to start)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
-
-import anyio
-import anyio.to_thread
-import mcp_types as types
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
+from typing import Any, BinaryIO
 
 # Longer lines are refused (and read to their end in pieces, never held whole): a tool's
 # arguments are at most a few texts of 16 KiB; a megabyte is far beyond any honest call.
 MAX_LINE_BYTES = 1 << 20
 _PIECE_BYTES = 1 << 16
 
+# JSON-RPC 2.0's error codes.
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+_KINDS = {
+    PARSE_ERROR: "Parse error",
+    INVALID_REQUEST: "Invalid Request",
+    METHOD_NOT_FOUND: "Method not found",
+    INVALID_PARAMS: "Invalid params",
+}
+
+RequestId = str | int
+
 
 @dataclass(frozen=True)
 class Refusal:
-    """The answer to a line the SDK is not given."""
+    """The answer to a line the server does not act on."""
 
-    message: types.JSONRPCError | types.JSONRPCResponse
+    message: dict[str, Any]
 
 
 class TooLong:
@@ -50,43 +57,57 @@ def read_line(stream: BinaryIO) -> bytes | TooLong | None:
     return TOO_LONG if len(content) > MAX_LINE_BYTES else content
 
 
-def check(line: bytes | TooLong) -> str | Refusal | None:
-    """``line`` as text for the SDK, the answer to give instead, or ``None`` to skip it
+def check(line: bytes | TooLong) -> dict[str, Any] | Refusal | None:
+    """``line`` as a JSON-RPC message, the answer to give instead, or ``None`` to skip it
     (a blank line)."""
     if isinstance(line, TooLong):
-        return _error(None, types.INVALID_REQUEST, f"a message over {MAX_LINE_BYTES} bytes")
+        return error_answer(None, INVALID_REQUEST, f"a message over {MAX_LINE_BYTES} bytes")
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return _error(None, types.PARSE_ERROR, f"not UTF-8 (byte {exc.start}: {exc.reason})")
+        return error_answer(None, PARSE_ERROR, f"not UTF-8 (byte {exc.start}: {exc.reason})")
     if not text.strip():
         return None
     try:
         message = json.loads(text)
     except json.JSONDecodeError as exc:
-        return _error(None, types.PARSE_ERROR, f"not JSON ({exc.msg} at column {exc.colno})")
+        return error_answer(None, PARSE_ERROR, f"not JSON ({exc.msg} at column {exc.colno})")
     if isinstance(message, list):
-        return _error(None, types.INVALID_REQUEST, "batches are not supported: one message a line")
+        return error_answer(None, INVALID_REQUEST, "batches are not supported: one message a line")
     if not isinstance(message, dict):
-        return _error(None, types.INVALID_REQUEST, "a message must be a JSON object")
-    return _check_message(message, text)
+        return error_answer(None, INVALID_REQUEST, "a message must be a JSON object")
+    return _check_message(message)
 
 
-def _check_message(message: dict[str, Any], text: str) -> str | Refusal:
-    request_id = _id_of(message)
+def _check_message(message: dict[str, Any]) -> dict[str, Any] | Refusal:
+    request_id = id_of(message)
     if request_id is not None and _is_tool_call(message):
         arguments = message["params"].get("arguments")
         if (where := next(lone_surrogates(arguments, ""), None)) is not None:
-            return _tool_error(request_id, where)
+            return Refusal(
+                answer(
+                    request_id, tool_result(f"bad arguments: {where}: {_NOT_UNICODE}", error=True)
+                )
+            )
     if (where := next(lone_surrogates(message, ""), None)) is not None:
-        return _error(request_id, types.INVALID_REQUEST, f"{where}: {_NOT_UNICODE}")
+        return error_answer(request_id, INVALID_REQUEST, f"{where}: {_NOT_UNICODE}")
     if "params" in message and not isinstance(message["params"], dict | None):
-        return _error(request_id, types.INVALID_PARAMS, "params must be an object")
-    try:
-        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
-    except ValidationError:
-        return _error(request_id, types.INVALID_REQUEST, "not a JSON-RPC 2.0 message")
-    return text
+        return error_answer(request_id, INVALID_PARAMS, "params must be an object")
+    if not _is_json_rpc(message):
+        return error_answer(request_id, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+    return message
+
+
+def _is_json_rpc(message: dict[str, Any]) -> bool:
+    """A request (``method`` and an ``id``), a notification (``method``, no ``id``) or a
+    response (an ``id`` and ``result`` or ``error``), as JSON-RPC 2.0 has them."""
+    if message.get("jsonrpc") != "2.0":
+        return False
+    if "method" in message:
+        return isinstance(message["method"], str) and (
+            "id" not in message or id_of(message) is not None
+        )
+    return id_of(message) is not None and ("result" in message) != ("error" in message)
 
 
 _NOT_UNICODE = "holds a lone surrogate (like \\ud800), which is not Unicode text"
@@ -114,7 +135,7 @@ def _is_tool_call(message: dict[str, Any]) -> bool:
     return message.get("method") == "tools/call" and isinstance(params, dict)
 
 
-def _id_of(message: dict[str, Any]) -> str | int | None:
+def id_of(message: dict[str, Any]) -> RequestId | None:
     """The request's id when it is a usable one (so the answer can name it), else ``None``."""
     value = message.get("id")
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -124,59 +145,15 @@ def _id_of(message: dict[str, Any]) -> str | int | None:
     return value
 
 
-def _error(request_id: str | int | None, code: int, problem: str) -> Refusal:
-    kind = {types.PARSE_ERROR: "Parse error", types.INVALID_PARAMS: "Invalid params"}
-    message = f"{kind.get(code, 'Invalid Request')}: {problem}"
-    error = types.ErrorData(code=code, message=message)
-    return Refusal(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+def answer(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def _tool_error(request_id: str | int, where: str) -> Refusal:
-    result = types.CallToolResult(
-        content=[types.TextContent(text=f"bad arguments: {where}: {_NOT_UNICODE}")],
-        is_error=True,
-    )
-    return Refusal(
-        types.JSONRPCResponse(
-            jsonrpc="2.0",
-            id=request_id,
-            result=result.model_dump(by_alias=True, mode="json", exclude_none=True),
-        )
-    )
+def error_answer(request_id: RequestId | None, code: int, problem: str) -> Refusal:
+    error = {"code": code, "message": f"{_KINDS[code]}: {problem}"}
+    return Refusal({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-class Answers(Protocol):
-    """Where the answers to refused lines go: the SDK's stream to stdout."""
-
-    async def send(self, item: SessionMessage, /) -> None: ...
-
-
-class CheckedLines:
-    r"""stdin as the SDK's stdio transport reads it (an async iterator of text lines), with
-    every line :func:`check`\ ed first and refused ones answered on ``answers``."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self.stream = stream
-        self._answers: Answers | None = None
-        self._ready = anyio.Event()
-
-    def answer_on(self, answers: Answers) -> None:
-        self._answers = answers
-        self._ready.set()
-
-    def __aiter__(self) -> CheckedLines:
-        return self
-
-    async def __anext__(self) -> str:
-        while True:
-            # Abandoned on cancel: a thread blocked reading stdin must not hold up shutdown.
-            line = await anyio.to_thread.run_sync(read_line, self.stream, abandon_on_cancel=True)
-            if line is None:
-                raise StopAsyncIteration
-            verdict = check(line)
-            if isinstance(verdict, str):
-                return verdict
-            if verdict is not None:
-                await self._ready.wait()
-                assert self._answers is not None
-                await self._answers.send(SessionMessage(verdict.message))
+def tool_result(text: str, *, error: bool = False) -> dict[str, Any]:
+    """A ``tools/call`` result: one text block; ``error``: a failure the model can act on."""
+    return {"content": [{"type": "text", "text": text}], "isError": error}

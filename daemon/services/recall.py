@@ -50,16 +50,30 @@ class MarkHit:
     mark: Mark
     strength: Strength
 
-    def to_json(self, *, history: bool = False) -> dict[str, Any]:
-        """The documented shape; with ``history``, also how the mark ended and its links."""
+    def to_json(self, *, history: bool = False, explain: bool = False) -> dict[str, Any]:
+        """The documented shape; with ``history``, also how the mark ended and its links;
+        with ``explain``, those and how its strength got there (the CLI's text view)."""
         m = self.mark
         shown = self._shown()
-        if history:
+        if history or explain:
             shown |= {
                 "supersedes": m.supersedes,
                 "superseded_by": m.superseded_by,
                 "ended_at": iso(m.ended_at) if m.ended_at else None,
                 "ended_reason": m.ended_reason,
+            }
+        if explain:
+            s = self.strength
+            shown["strength"] = {
+                "value": s.value,
+                "initial": s.initial,
+                "half_life_days": s.half_life_days,
+                "age_days": s.age_days,
+                "base": s.base,
+                "reinforcements": [
+                    {"at": iso(part.at), "delta": part.delta, "now": part.now}
+                    for part in s.reinforcements
+                ],
             }
         return shown
 
@@ -92,13 +106,15 @@ class RecallResult:
     # ranked lexically).
     semantic: Coverage | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """The documented shape (SPEC §6), and with semantic recall on its coverage."""
+    def to_json(self, *, explain: bool = False) -> dict[str, Any]:
+        """The documented shape (SPEC §6), and with semantic recall on its coverage; with
+        ``explain``, each mark also says how its strength got there and how it ended (the
+        CLI's text view)."""
         shown: dict[str, Any] = {
             "substrate": [
                 {"file": h.file, "excerpt": h.excerpt, "reason": h.reason} for h in self.substrate
             ],
-            "marks": [h.to_json(history=self.history) for h in self.marks],
+            "marks": [h.to_json(history=self.history, explain=explain) for h in self.marks],
             "daily": [
                 {"date": h.date, "excerpt": h.excerpt, "line_range": list(h.line_range)}
                 for h in self.daily

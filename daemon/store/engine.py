@@ -169,6 +169,12 @@ class Store:
         return self._writer.alive
 
     @property
+    def commits(self) -> int:
+        """How many transactions this process's writer has run (committed or not): what a
+        cache of the store's state is current against until the next one."""
+        return self._writer.batches
+
+    @property
     def write_failure(self) -> str | None:
         """Why the last write failed, in one line, until a write succeeds again."""
         failure = self._writer.failure

@@ -1,5 +1,7 @@
 """``/v1/health`` is asked often (status, Loom, supervisors): it serves the substrate's
-cached listing and touches no file per call; the watcher's invalidation asks for a new one."""
+cached listing and touches no file per call; the watcher's invalidation asks for a new one.
+It reads the open deliveries' counts again only after a commit of this daemon's store, or
+after a second (another daemon's changes)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
-from support import FAST_RETRY, T0
+from support import FAST_RETRY, T0, emit_and_settle, make_signal
 
+from daemon.api.health import OpenCounts, open_counts
 from daemon.bus import SignalBus
 from daemon.composition import build_app, build_receptors
 from daemon.config import parse_config
+from daemon.core import signal_types
 from daemon.files.substrate import Substrate
 from daemon.services.recall import Memory
 from daemon.services.running import Services
@@ -25,7 +29,7 @@ from daemon.store import Store
 @asynccontextmanager
 async def serving(
     store: Store, root: Path, notes: Path
-) -> AsyncIterator[tuple[httpx.AsyncClient, Memory]]:
+) -> AsyncIterator[tuple[httpx.AsyncClient, Memory, SignalBus]]:
     paths = {"daily": str(root / "daily"), "compost": str(root / "c"), "substrate": [str(notes)]}
     config = parse_config({"workspace": "home", "paths": paths})
     layers = Memory.from_config(config, store)
@@ -34,7 +38,7 @@ async def serving(
         app: Any = build_app(Services(bus=bus, memory=layers, clock=lambda: T0), 1 << 20)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://cambium") as api:
-            yield api, layers
+            yield api, layers, bus
 
 
 def notes_with(root: Path, *names: str) -> Path:
@@ -71,7 +75,7 @@ async def test_health_lists_no_directory_and_stats_no_file_per_call(
             touched.append(f"stat {path}")
         return real_stat(path, *args, **kwargs)
 
-    async with serving(store, tmp_path, notes) as (api, _):
+    async with serving(store, tmp_path, notes) as (api, _, _):
         first = await watched(api)
         monkeypatch.setattr(Substrate, "files", files)
         monkeypatch.setattr(os, "scandir", scandir)
@@ -87,10 +91,41 @@ async def test_health_lists_again_once_the_watcher_says_the_substrate_changed(
     store: Store, tmp_path: Path
 ) -> None:
     notes = notes_with(tmp_path, "a.md")
-    async with serving(store, tmp_path, notes) as (api, layers):
+    async with serving(store, tmp_path, notes) as (api, layers, _):
         before = await watched(api)
         notes_with(tmp_path, "b.md")
         layers.substrate.invalidate()  # what the watcher does on the change
         after = await watched(api)
     assert before == [str(notes / "a.md")]
     assert after == [str(notes / "a.md"), str(notes / "b.md")]
+
+
+@pytest.mark.asyncio
+async def test_health_reads_the_open_deliveries_again_only_after_a_commit(
+    store: Store, tmp_path: Path
+) -> None:
+    notes = notes_with(tmp_path, "a.md")
+    async with serving(store, tmp_path, notes) as (api, _, bus):
+        counts = open_counts(store)
+        before = counts.reads
+        answers = [(await api.get("/v1/health")).json()["deliveries"] for _ in range(4)]
+        assert counts.reads == before + 1  # four answers, one read of the store
+        assert answers == [{"pending": 0, "dead": 0}] * 4
+        note = make_signal(signal_types.DAILY_NOTE, {"text": "tea", "date": "2026-04-11"})
+        assert await emit_and_settle(bus, note) == {"daily": "delivered"}
+        await api.get("/v1/health")
+        assert counts.reads == before + 2  # the emit committed: read again
+
+
+@pytest.mark.asyncio
+async def test_counts_another_process_changed_are_read_again_within_a_second(
+    store: Store,
+) -> None:
+    now = [100.0]
+    counts = OpenCounts(store, seconds=1.0, clock=lambda: now[0])
+    first = await counts.get()
+    now[0] += 0.9
+    assert await counts.get() is first and counts.reads == 1
+    now[0] += 0.1  # another daemon on the same database may have changed them by now
+    await counts.get()
+    assert counts.reads == 2

@@ -23,13 +23,11 @@ async def call(client: AsyncClient, name: str, arguments: dict[str, Any]) -> str
 
 
 def test_only_the_reads_say_they_are_idempotent() -> None:
-    hinted = {name: tool.listing().annotations for name, tool in TOOLS.items()}
-    idempotent = {name for name, hints in hinted.items() if hints and hints.idempotent_hint}
+    hinted = {name: tool.listing()["annotations"] for name, tool in TOOLS.items()}
+    idempotent = {name for name, hints in hinted.items() if hints["idempotentHint"]}
     assert idempotent == {"recall", "context", "list_seeds", "get_mark", "recent_changes"}
-    assert all(
-        hints and hints.read_only_hint for name, hints in hinted.items() if name in idempotent
-    )
-    key = TOOLS["observe"].listing().input_schema["properties"]["idempotency_key"]
+    assert all(hints["readOnlyHint"] for name, hints in hinted.items() if name in idempotent)
+    key = TOOLS["observe"].listing()["inputSchema"]["properties"]["idempotency_key"]
     assert "every call counts" in key["description"]
 
 

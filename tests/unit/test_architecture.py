@@ -29,8 +29,11 @@ STORE = CORE | {"daemon.store"}
 SEARCH = CORE | {"daemon.search", "daemon.fs"}
 FILES = CORE | {"daemon.files", "daemon.search", "daemon.fs"}
 BUS = STORE | {"daemon.bus"}
+# The config: its models, and the file they are read from (which the light clients read
+# alone, for the socket).
+CONFIG = {"daemon.config", "daemon.config_file"}
 # The language-model client: an adapter to an outside endpoint, like the file layers.
-LLM = CORE | {"daemon.llm", "daemon.config"}
+LLM = CORE | CONFIG | {"daemon.llm"}
 SERVICES = BUS | FILES | LLM | {"daemon.services", "daemon.schema"}
 
 # Layer (a module prefix) -> the prefixes its modules may import. The longest prefix wins.
@@ -40,11 +43,12 @@ ALLOWED: dict[str, set[str]] = {
     "daemon.store.migrate": STORE | {"daemon.sdnotify"},  # the start timeout, while migrating
     "daemon.files": FILES,
     "daemon.search": SEARCH,
-    "daemon.search.semantic": SEARCH | {"daemon.config"},  # the [recall] model settings
+    "daemon.search.semantic": SEARCH | CONFIG,  # the [recall] model settings
     "daemon.bus": BUS,
     # The wire schema: the payload contracts, the recall query, the API's answers.
     "daemon.schema": CORE | {"daemon.schema"},
-    "daemon.config": CORE | {"daemon.config", "rhythms.template"},
+    "daemon.config": CORE | CONFIG | {"rhythms.template"},
+    "daemon.config_file": CORE,
     "daemon.llm": LLM,
     "daemon.services": SERVICES,
     "receptors": SERVICES | {"receptors"},
@@ -60,10 +64,12 @@ ALLOWED: dict[str, set[str]] = {
     | {"rhythms"},
     # The public client: what it sends is checked with the core's rules and the wire
     # schema; config finds the socket. Nothing of the daemon's inside.
-    "daemon.client": CORE | {"daemon.client", "daemon.config", "daemon.schema"},
+    "daemon.client": CORE | CONFIG | {"daemon.client", "daemon.schema"},
     # The MCP server reaches the daemon through the client only; its tools' input schemas
     # are the wire schema's payload contracts and recall query.
-    "daemon.mcp": CORE | {"daemon", "daemon.client", "daemon.schema", "daemon.mcp"},
+    "daemon.mcp": CORE
+    | {"daemon", "daemon.client", "daemon.config_file", "daemon.schema"}
+    | {"daemon.mcp"},
     "daemon.service_files": set(),
     "daemon.logs": set(),
     # The one way the file layers and the search package touch the disk: nothing of ours.

@@ -15,6 +15,8 @@ FACES = ("daemon.client", "daemon.schema", "daemon.mcp")
 def drift(module: ModuleType) -> list[str]:
     """How ``module``'s public names and its ``__all__`` disagree (empty: they agree)."""
     exported = list(getattr(module, "__all__", ()))
+    for name in exported:  # a face may import its names when first asked (PEP 562)
+        getattr(module, name, None)
     public = {
         name
         for name, value in vars(module).items()
