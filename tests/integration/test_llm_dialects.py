@@ -111,3 +111,17 @@ async def test_a_half_of_blank_lines_is_not_asked_about(server: ChatServer) -> N
     found = await Llm(server).extractor.extract(DAY, [DAY_TEXT[0], "", "  "])
     assert [f.subject for f in found] == ["user.exercise.running"]
     assert len(server.requests) == 2, "lines 2-3 are blank: no request for them"
+
+
+@pytest.mark.asyncio
+async def test_the_instructions_give_the_answers_shape_with_no_fact_a_model_could_copy(
+    server: ChatServer,
+) -> None:
+    server.say(facts())
+    await Llm(server).extractor.extract(DAY, DAY_TEXT)
+    instructions = server.requests[0]["messages"][0]["content"]
+    assert '{"facts": [...]}' in instructions
+    for key in ("subject", "observation", "line_range", "affinity"):
+        assert f"- {key}:" in instructions
+    # gemma3-270m answered every day with the example fact shown here, word for word.
+    assert not re.search(r'"(subject|observation|line_range)": ', instructions)
