@@ -8,9 +8,10 @@ It asks for JSON constrained by a schema in one of three dialects, the first a s
 what it says (its body names ``response_format`` or ``json_schema``), whatever its status:
 llama-cpp-python answers ``json_schema`` with a 500. The dialect a server took is remembered
 per endpoint and model for the process's life, so it is learnt once, not on every request.
-A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. Anything
-else that keeps an answer from arriving is an :class:`LLMError`, which fails the delivery
-and lets the bus retry it later.
+A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. A
+request too long for the model's context is a :class:`ContextExceeded` (known by what the
+refusal says), so that the caller can send less. Anything else that keeps an answer from
+arriving is an :class:`LLMError`, which fails the delivery and lets the bus retry it later.
 
 What comes back is bounded and redacted before anyone keeps it. An answer is read in pieces
 and given up past ``max_answer_bytes`` (:class:`AnswerTooLarge`), so a runaway model cannot
@@ -53,6 +54,11 @@ DIALECTS: tuple[Dialect, ...] = ("json_schema", "json_object", "plain")  # tried
 LEARNT_DIALECTS: dict[tuple[str, str], Dialect] = {}
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_CONTEXT_EXCEEDED = re.compile(
+    r"maximum context length|context_length_exceeded|exceeds? the available context size"
+    r"|exceed_context_size",
+    re.IGNORECASE,
+)
 
 
 class LLMError(Exception):
@@ -67,6 +73,13 @@ class AnswerTooLarge(LLMError):
     """The answer is over the cap. Retried like any LLMError: a model that ran away (looping
     until its token limit) does so by chance of sampling, not for this input, and the bus
     bounds the retries; each costs at most the cap."""
+
+
+class ContextExceeded(LLMError):
+    """The request does not fit the model's context window. Known by what the server says,
+    whatever its status: OpenAI, vLLM and llama-cpp-python ("maximum context length"),
+    llama.cpp's server ("exceeds the available context size"). Asking again with the same
+    messages cannot succeed; fewer lines might."""
 
 
 class ApiKeyError(ValueError):
@@ -256,7 +269,8 @@ class ChatClient:
                 )
                 self.dialects[key] = following
         if response.status_code != 200:
-            raise LLMError(
+            refused = ContextExceeded if _CONTEXT_EXCEEDED.search(response.text) else LLMError
+            raise refused(
                 f"the model server answered {response.status_code}: "
                 f"{redact_text(response.text)[:200]!r}"  # cut after redacting: no half key
             )
