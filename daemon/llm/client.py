@@ -8,7 +8,9 @@ It asks for JSON constrained by a schema in one of three dialects, the first a s
 what it says (its body names ``response_format`` or ``json_schema``), whatever its status:
 llama-cpp-python answers ``json_schema`` with a 500. The dialect a server took is remembered
 per endpoint and model for the process's life, so it is learnt once, not on every request.
-A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. A
+The answer may be capped (``max_tokens``, which every local server takes); a server that
+refuses the cap naming it (OpenAI's reasoning models) is asked without it, and that too is
+remembered. A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. A
 request too long for the model's context is a :class:`ContextExceeded` (known by what the
 refusal says), so that the caller can send less. Anything else that keeps an answer from
 arriving is an :class:`LLMError`, which fails the delivery and lets the bus retry it later.
@@ -52,6 +54,9 @@ DIALECTS: tuple[Dialect, ...] = ("json_schema", "json_object", "plain")  # tried
 # Endpoint and model -> the dialect it took: one for the whole daemon, which builds a client
 # per use of the [llm] config (extraction, summaries) for the same server.
 LEARNT_DIALECTS: dict[tuple[str, str], Dialect] = {}
+# Endpoints and models that refused ``max_tokens`` (OpenAI's reasoning models take only
+# ``max_completion_tokens``, which local servers do not all know): asked without a cap since.
+UNCAPPED: set[tuple[str, str]] = set()
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _CONTEXT_EXCEEDED = re.compile(
@@ -173,12 +178,10 @@ def _retry_after(response: Reply, cap: float) -> float:
     return min(max(seconds, 0.0), cap)
 
 
-def _refuses_format(response: Reply) -> bool:
-    """A server that cannot constrain output this way says so naming the field, with a 400,
-    a 422 or (llama-cpp-python) a 500: what it says counts, not the code."""
-    return response.status_code != 200 and (
-        "response_format" in response.text or "json_schema" in response.text
-    )
+def _refuses(response: Reply, *names: str) -> bool:
+    """A server that does not take a field says so naming it, with a 400, a 422 or
+    (llama-cpp-python) a 500: what it says counts, not the code."""
+    return response.status_code != 200 and any(name in response.text for name in names)
 
 
 def response_format(dialect: Dialect, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -236,6 +239,7 @@ class ChatClient:
     max_answer_bytes: int = MAX_ANSWER_BYTES
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     dialects: dict[tuple[str, str], Dialect] = field(default_factory=lambda: LEARNT_DIALECTS)
+    uncapped: set[tuple[str, str]] = field(default_factory=lambda: UNCAPPED)
     tokens_used: int = field(default=0, init=False)  # over this client's life, as counted
 
     async def complete(self, messages: list[Message], schema: dict[str, Any] | None = None) -> str:
@@ -244,9 +248,14 @@ class ChatClient:
         return (await self.chat(messages, schema)).text
 
     async def chat(
-        self, messages: list[Message], schema: dict[str, Any] | None = None
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
-        """The completion for ``messages``, in the first dialect the server takes."""
+        """The completion for ``messages``, in the first dialect the server takes; with
+        ``max_tokens``, the answer is cut off there (``finish_reason: length``) where the
+        server takes the cap."""
         key = (self.base_url, self.model)
         # Uncompressed, so the bytes counted against the cap are the bytes held.
         headers = {"Accept-Encoding": "identity"}
@@ -256,9 +265,16 @@ class ChatClient:
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
             while True:
                 dialect = self.dialects.get(key, DIALECTS[0]) if schema is not None else "plain"
-                body = self._body(messages, schema, dialect)
+                cap = None if key in self.uncapped else max_tokens
+                body = self._body(messages, schema, dialect, cap)
                 response = await self._post(http, url, body)
-                if "response_format" not in body or not _refuses_format(response):
+                if "max_tokens" in body and _refuses(response, "max_tokens"):
+                    log.info("llm refused max_tokens: asking without it")
+                    self.uncapped.add(key)
+                    continue
+                if "response_format" not in body or not _refuses(
+                    response, "response_format", "json_schema"
+                ):
                     break
                 following = DIALECTS[DIALECTS.index(dialect) + 1]
                 log.info(
@@ -281,7 +297,11 @@ class ChatClient:
         return completion
 
     def _body(
-        self, messages: list[Message], schema: dict[str, Any] | None, dialect: Dialect
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None,
+        dialect: Dialect,
+        max_tokens: int | None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -289,6 +309,8 @@ class ChatClient:
             "temperature": self.temperature,
             "stream": False,
         }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
         wanted = response_format(dialect, schema) if schema is not None else None
         if wanted is not None:
             body["response_format"] = wanted

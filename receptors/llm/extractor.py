@@ -43,6 +43,13 @@ from receptors.llm.prompt import extraction_messages, nearest_subjects, retry_me
 log = structlog.get_logger("cambium.llm")
 
 LOGGED_ANSWER_CHARS = 2000
+# The answer's token budget, by the lines asked about: generous for facts (a fact, JSON and
+# all, is about 50 tokens; even a dense log holds about one a line), and a bound on a small
+# model that loops until the server's limit (gemma3-270m spent over 10 minutes of two
+# shared cores on one 20-line day without it). A cut-off answer splits the chunk, so each
+# half gets a budget of its own.
+ANSWER_TOKENS = 200
+ANSWER_TOKENS_PER_LINE = 60
 INFERRED_STRENGTH = 0.6  # a model's reading of a day is weaker evidence than a stated fact
 
 
@@ -165,9 +172,10 @@ class OpenAIExtractor:
         first, last = numbered[0][0], numbered[-1][0]
         conversation = extraction_messages(day, numbered, subjects)
         messages = conversation
+        budget = ANSWER_TOKENS + ANSWER_TOKENS_PER_LINE * len(numbered)
         for attempt in range(1, self.max_attempts + 1):
             try:
-                completion = await self.client.chat(messages, SCHEMA)
+                completion = await self.client.chat(messages, SCHEMA, budget)
             except ContextExceeded as exc:
                 raise _TooLong(exc) from None
             answer = completion.text

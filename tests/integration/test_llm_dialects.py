@@ -23,6 +23,13 @@ from receptors.llm.answer import SCHEMA
 
 CUT_OFF = '{"facts": [{"subject": "people.arnold", "observation": "Arnold is mov'
 NOT_SUPPORTED = Reply(status=400, body='{"error": "response_format is not supported"}')
+# What OpenAI answers a reasoning model asked with max_tokens.
+MAX_TOKENS_REFUSED = Reply(
+    status=400,
+    body='{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with '
+    'this model. Use \'max_completion_tokens\' instead.", "type": "invalid_request_error", '
+    '"param": "max_tokens", "code": "unsupported_parameter"}}',
+)
 # What servers answer a request longer than the model's context: llama-cpp-python (as OpenAI
 # and vLLM word it), and llama.cpp's own server.
 OVER_THE_CONTEXT = {
@@ -122,6 +129,8 @@ async def test_an_answer_cut_off_at_the_token_limit_splits_the_chunk_down_to_one
     gave_up = [e for e in logs if e["event"] == "llm answer cut off on one line: nothing taken"]
     assert [e["lines"] for e in gave_up] == ["3-3"]
     assert all(len(body["messages"]) == 2 for body in server.requests), "never the same again"
+    # Each request's answer is capped by the lines it asks about: 200 + 60 a line.
+    assert [body["max_tokens"] for body in server.requests] == [380, 260, 320, 260, 260]
 
 
 @pytest.mark.asyncio
@@ -172,3 +181,15 @@ async def test_one_line_over_the_context_fails_the_day_naming_the_setting_to_rai
     assert "--n_ctx" in error and "--ctx-size" in error and "maximum context length" in error
     assert all_marks(store) == []
     assert len(server.requests) == 2, "lines 1-3, then line 1 alone: then it stops"
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_refuses_max_tokens_is_asked_without_it_from_then_on(
+    server: ChatServer,
+) -> None:
+    server.say(MAX_TOKENS_REFUSED, facts(ARNOLD), facts(RUNNING))
+    first = await Llm(server).extractor.extract(DAY, DAY_TEXT)
+    second = await Llm(server).extractor.extract(DAY, DAY_TEXT)
+    assert [f.subject for f in [*first, *second]] == ["people.arnold.home", "user.exercise.running"]
+    assert ["max_tokens" in body for body in server.requests] == [True, False, False]
+    assert formats(server) == ["json_schema"] * 3, "the dialect is not what was refused"
