@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-installed
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint bench mutate clean
+.PHONY: run test test-fast lint llama bench mutate clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The real model server for the llama.cpp acceptance test (the `llama` extra). llama.cpp is
+# compiled for a plain x86-64: a build tuned to the machine compiling it (GGML_NATIVE) dies
+# with an illegal instruction on CPUs that lack what it assumed (AVX-512, AMX). About 8 min on
+# two cores once; pip's wheel cache (~/.cache/pip) makes it seconds after that.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+  -DGGML_AMX_BF16=OFF
+$(VENV)/.llama-installed: $(STAMP)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[llama]'
+	touch $@
+
+llama: $(VENV)/.llama-installed
 
 # The benchmark's own dependency (huey, a peer measured beside the bus) is an extra of its own.
 $(VENV)/.bench-installed: $(STAMP)

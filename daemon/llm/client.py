@@ -8,9 +8,12 @@ It asks for JSON constrained by a schema in one of three dialects, the first a s
 what it says (its body names ``response_format`` or ``json_schema``), whatever its status:
 llama-cpp-python answers ``json_schema`` with a 500. The dialect a server took is remembered
 per endpoint and model for the process's life, so it is learnt once, not on every request.
-A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. Anything
-else that keeps an answer from arriving is an :class:`LLMError`, which fails the delivery
-and lets the bus retry it later.
+The answer may be capped (``max_tokens``, which every local server takes); a server that
+refuses the cap naming it (OpenAI's reasoning models) is asked without it, and that too is
+remembered. A 429 or 503 is waited out as its ``Retry-After`` says, a bounded number of times. A
+request too long for the model's context is a :class:`ContextExceeded` (known by what the
+refusal says), so that the caller can send less. Anything else that keeps an answer from
+arriving is an :class:`LLMError`, which fails the delivery and lets the bus retry it later.
 
 What comes back is bounded and redacted before anyone keeps it. An answer is read in pieces
 and given up past ``max_answer_bytes`` (:class:`AnswerTooLarge`), so a runaway model cannot
@@ -51,8 +54,16 @@ DIALECTS: tuple[Dialect, ...] = ("json_schema", "json_object", "plain")  # tried
 # Endpoint and model -> the dialect it took: one for the whole daemon, which builds a client
 # per use of the [llm] config (extraction, summaries) for the same server.
 LEARNT_DIALECTS: dict[tuple[str, str], Dialect] = {}
+# Endpoints and models that refused ``max_tokens`` (OpenAI's reasoning models take only
+# ``max_completion_tokens``, which local servers do not all know): asked without a cap since.
+UNCAPPED: set[tuple[str, str]] = set()
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_CONTEXT_EXCEEDED = re.compile(
+    r"maximum context length|context_length_exceeded|exceeds? the available context size"
+    r"|exceed_context_size",
+    re.IGNORECASE,
+)
 
 
 class LLMError(Exception):
@@ -67,6 +78,13 @@ class AnswerTooLarge(LLMError):
     """The answer is over the cap. Retried like any LLMError: a model that ran away (looping
     until its token limit) does so by chance of sampling, not for this input, and the bus
     bounds the retries; each costs at most the cap."""
+
+
+class ContextExceeded(LLMError):
+    """The request does not fit the model's context window. Known by what the server says,
+    whatever its status: OpenAI, vLLM and llama-cpp-python ("maximum context length"),
+    llama.cpp's server ("exceeds the available context size"). Asking again with the same
+    messages cannot succeed; fewer lines might."""
 
 
 class ApiKeyError(ValueError):
@@ -160,12 +178,10 @@ def _retry_after(response: Reply, cap: float) -> float:
     return min(max(seconds, 0.0), cap)
 
 
-def _refuses_format(response: Reply) -> bool:
-    """A server that cannot constrain output this way says so naming the field, with a 400,
-    a 422 or (llama-cpp-python) a 500: what it says counts, not the code."""
-    return response.status_code != 200 and (
-        "response_format" in response.text or "json_schema" in response.text
-    )
+def _refuses(response: Reply, *names: str) -> bool:
+    """A server that does not take a field says so naming it, with a 400, a 422 or
+    (llama-cpp-python) a 500: what it says counts, not the code."""
+    return response.status_code != 200 and any(name in response.text for name in names)
 
 
 def response_format(dialect: Dialect, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -223,6 +239,7 @@ class ChatClient:
     max_answer_bytes: int = MAX_ANSWER_BYTES
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     dialects: dict[tuple[str, str], Dialect] = field(default_factory=lambda: LEARNT_DIALECTS)
+    uncapped: set[tuple[str, str]] = field(default_factory=lambda: UNCAPPED)
     tokens_used: int = field(default=0, init=False)  # over this client's life, as counted
 
     async def complete(self, messages: list[Message], schema: dict[str, Any] | None = None) -> str:
@@ -231,9 +248,14 @@ class ChatClient:
         return (await self.chat(messages, schema)).text
 
     async def chat(
-        self, messages: list[Message], schema: dict[str, Any] | None = None
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
-        """The completion for ``messages``, in the first dialect the server takes."""
+        """The completion for ``messages``, in the first dialect the server takes; with
+        ``max_tokens``, the answer is cut off there (``finish_reason: length``) where the
+        server takes the cap."""
         key = (self.base_url, self.model)
         # Uncompressed, so the bytes counted against the cap are the bytes held.
         headers = {"Accept-Encoding": "identity"}
@@ -243,9 +265,16 @@ class ChatClient:
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as http:
             while True:
                 dialect = self.dialects.get(key, DIALECTS[0]) if schema is not None else "plain"
-                body = self._body(messages, schema, dialect)
+                cap = None if key in self.uncapped else max_tokens
+                body = self._body(messages, schema, dialect, cap)
                 response = await self._post(http, url, body)
-                if "response_format" not in body or not _refuses_format(response):
+                if "max_tokens" in body and _refuses(response, "max_tokens"):
+                    log.info("llm refused max_tokens: asking without it")
+                    self.uncapped.add(key)
+                    continue
+                if "response_format" not in body or not _refuses(
+                    response, "response_format", "json_schema"
+                ):
                     break
                 following = DIALECTS[DIALECTS.index(dialect) + 1]
                 log.info(
@@ -256,7 +285,8 @@ class ChatClient:
                 )
                 self.dialects[key] = following
         if response.status_code != 200:
-            raise LLMError(
+            refused = ContextExceeded if _CONTEXT_EXCEEDED.search(response.text) else LLMError
+            raise refused(
                 f"the model server answered {response.status_code}: "
                 f"{redact_text(response.text)[:200]!r}"  # cut after redacting: no half key
             )
@@ -267,7 +297,11 @@ class ChatClient:
         return completion
 
     def _body(
-        self, messages: list[Message], schema: dict[str, Any] | None, dialect: Dialect
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None,
+        dialect: Dialect,
+        max_tokens: int | None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -275,6 +309,8 @@ class ChatClient:
             "temperature": self.temperature,
             "stream": False,
         }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
         wanted = response_format(dialect, schema) if schema is not None else None
         if wanted is not None:
             body["response_format"] = wanted

@@ -17,6 +17,11 @@
   limit, asking again would not change that, and failing the day for it would keep every
   other line's facts out of the memory. The line itself stays in the archived day, where
   recall still finds it.
+- A request the server refuses as too long for the model's context
+  (:class:`~daemon.llm.client.ContextExceeded`) is split the same way. A single line that
+  still does not fit fails the extraction, naming the line and the server setting to raise:
+  the server is set up too small to read the day, and every line skipped would be a fact
+  silently dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import structlog
 
 from daemon.bus import Undeliverable
 from daemon.core.likeness import DEFAULT_SIMILARITY, is_near_copy
-from daemon.llm.client import ChatClient, InvalidAnswer
+from daemon.llm.client import ChatClient, ContextExceeded, InvalidAnswer
 from daemon.llm.redact import redact_lines
 from receptors.extractors import Extraction
 from receptors.llm.answer import SCHEMA, Fact, parse_answer
@@ -38,6 +43,13 @@ from receptors.llm.prompt import extraction_messages, nearest_subjects, retry_me
 log = structlog.get_logger("cambium.llm")
 
 LOGGED_ANSWER_CHARS = 2000
+# The answer's token budget, by the lines asked about: generous for facts (a fact, JSON and
+# all, is about 50 tokens; even a dense log holds about one a line), and a bound on a small
+# model that loops until the server's limit (gemma3-270m spent over 10 minutes of two
+# shared cores on one 20-line day without it). A cut-off answer splits the chunk, so each
+# half gets a budget of its own.
+ANSWER_TOKENS = 200
+ANSWER_TOKENS_PER_LINE = 60
 INFERRED_STRENGTH = 0.6  # a model's reading of a day is weaker evidence than a stated fact
 
 
@@ -45,8 +57,13 @@ class ExtractionFailed(Undeliverable):
     """The model gave no usable answer for part of the day, however often it was asked."""
 
 
-class _CutOff(Exception):
-    """The answer for these lines ran into the server's token limit."""
+class _TooLong(Exception):
+    """Asking about these lines ran into a token limit: the answer was cut off
+    (``context`` None), or the request did not fit the model's context."""
+
+    def __init__(self, context: ContextExceeded | None = None) -> None:
+        super().__init__()
+        self.context = context
 
 
 def chunk_ranges(total: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -125,8 +142,15 @@ class OpenAIExtractor:
             return []  # a half of blank lines holds nothing to ask about
         try:
             return await self._ask(day, numbered, subjects)
-        except _CutOff:
+        except _TooLong as exc:
             lines = f"{numbered[0][0]}-{numbered[-1][0]}"
+            if len(numbered) == 1 and exc.context is not None:
+                raise ExtractionFailed(
+                    f"{day.isoformat()} line {numbered[0][0]} does not fit the model's context "
+                    f"beside the instructions ({exc.context}); give the model server a larger "
+                    "context (llama.cpp: --ctx-size; llama-cpp-python: --n_ctx; "
+                    "Ollama: num_ctx)"
+                ) from None
             if len(numbered) == 1:
                 log.warning(
                     "llm answer cut off on one line: nothing taken",
@@ -134,7 +158,8 @@ class OpenAIExtractor:
                     lines=lines,
                 )
                 return []
-            log.info("llm answer cut off: asking for each half", day=day.isoformat(), lines=lines)
+            why = "answer cut off" if exc.context is None else "request over the context"
+            log.info("llm: asking for each half", why=why, day=day.isoformat(), lines=lines)
         half = len(numbered) // 2
         return [
             *await self._facts(day, numbered[:half], subjects),
@@ -147,14 +172,18 @@ class OpenAIExtractor:
         first, last = numbered[0][0], numbered[-1][0]
         conversation = extraction_messages(day, numbered, subjects)
         messages = conversation
+        budget = ANSWER_TOKENS + ANSWER_TOKENS_PER_LINE * len(numbered)
         for attempt in range(1, self.max_attempts + 1):
-            completion = await self.client.chat(messages, SCHEMA)
+            try:
+                completion = await self.client.chat(messages, SCHEMA, budget)
+            except ContextExceeded as exc:
+                raise _TooLong(exc) from None
             answer = completion.text
             try:
                 return parse_answer(answer, first, last)
             except InvalidAnswer as exc:
                 if completion.cut_off:
-                    raise _CutOff from None
+                    raise _TooLong from None
                 problem = str(exc)
             log.warning(
                 "llm answer invalid",

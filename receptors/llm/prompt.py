@@ -1,5 +1,9 @@
 """The words sent to the model: instructions, the subjects it should reuse, the day's lines.
 
+The answer's shape is described in words, with no example fact: a small model copies an
+example verbatim (gemma3-270m answered every day with the example's ``user.food.lunch``,
+``"..."``, lines 3-4, which became a mark whenever the day had a line 4).
+
 Subjects converge because the prompt lists the existing subjects nearest to the lines at
 hand (sharing the most stemmed words with them), so a model that would invent
 ``person.meals.midday`` sees ``user.food.lunch`` and reuses it.
@@ -21,9 +25,8 @@ You read one day of a person's private daily log and pick out the facts worth re
 about them and their life: preferences, habits, plans, people and what happens to them, \
 decisions, lessons. Skip passing chatter, to-do noise and anything a later day would not need.
 
-Answer with one JSON object and nothing else, in this form:
-{"facts": [{"subject": "user.food.lunch", "observation": "...", "line_range": [3, 4], \
-"affinity": ["food"]}]}
+Answer with one JSON object and nothing else: {"facts": [...]}, each fact an object with \
+these four keys:
 
 - subject: a lowercase dot path from general to specific (letters, digits, underscores). \
 Reuse one of the existing subjects listed when it fits; make a new one only when none does.
