@@ -1,8 +1,9 @@
 """``/v1/health``: is the daemon well, and what is it doing.
 
-Asked often (``cambium status``, Loom, supervisors polling), so it is cheap: the substrate's
-listing is the one the watcher keeps, and the open deliveries' counts are read from the
-store only when they may have changed (:class:`OpenCounts`)."""
+Asked often (``cambium status``, Loom, supervisors polling), so it is cheap: the daemon's
+door answers it in front of the router (:mod:`daemon.api.ingress`), the substrate's listing
+is the one the watcher keeps, and the open deliveries' counts are read from the store only
+when they may have changed (:class:`OpenCounts`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fastapi import APIRouter
 from daemon import __version__
 from daemon.api.deps import Running
 from daemon.core.clock import iso
+from daemon.services.running import Services
 from daemon.store import DeliveryCounts, Store
 
 router = APIRouter(prefix="/v1/health", tags=["health"])
@@ -77,6 +79,11 @@ def _status(services: Running) -> str:
 
 @router.get("", summary="Is the daemon well, and what is it doing")
 async def health(services: Running) -> dict[str, Any]:
+    return await report(services)
+
+
+async def report(services: Services) -> dict[str, Any]:
+    """What ``GET /v1/health`` answers (the daemon's door answers it without the router)."""
     bus = services.bus
     counts = await open_counts(bus.store).get()
     substrate = services.memory.substrate

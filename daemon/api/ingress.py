@@ -4,8 +4,9 @@ token) serves.
 ``POST /v1/signals``, the request agents send most, is answered here, in front of the
 router: its length and (on TCP) its token checked, then the signal emitted
 (:func:`daemon.api.signals.emit_signal`) and the answer written, without FastAPI's
-middleware, routing and request objects, which cost more than the emit itself. Its route in
-the app still documents it (``/openapi.json``). A path no route can match is answered 404
+middleware, routing and request objects, which cost more than the emit itself. So is
+``GET /v1/health``, which supervisors and ``cambium status`` poll. Their routes in the app
+still document them (``/openapi.json``). A path no route can match is answered 404
 here too; everything else goes on to the app, its body read first (:class:`BodyLimit`)."""
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from fastapi import FastAPI
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
+from daemon.api import health
 from daemon.api.guards import BodyLimit, bearer_ok, read_body, refuse_unauthorized, respond
 from daemon.api.problems import problem_body, problem_of
 from daemon.api.signals import emit_signal
 from daemon.services.running import Services
 
 EMIT_PATH = "/v1/signals"
+HEALTH_PATH = "/v1/health"
 NOT_FOUND = b'{"detail":"Not Found"}'  # as the router answers it
 
 
@@ -59,6 +62,8 @@ class Ingress:
         path: str = scope["path"]
         if path == EMIT_PATH and scope["method"] == "POST":
             await self._emit(scope, receive, send)
+        elif path == HEALTH_PATH and scope["method"] == "GET":
+            await respond(send, 200, orjson.dumps(await health.report(self.services)))
         elif self.paths.may_match(path):
             await self.app(scope, receive, send)
         else:

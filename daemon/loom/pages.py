@@ -166,7 +166,9 @@ class LoomPages:
             return self.error(422, title, str(exc))
 
 
-def _pages(request: Request) -> LoomPages:
+async def _pages(request: Request) -> LoomPages:
+    # Async, though it awaits nothing: FastAPI runs a plain function dependency in a worker
+    # thread, a hop for every page.
     pages: LoomPages = request.app.state.loom
     return pages
 
