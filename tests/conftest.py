@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 from migrated import (
+    PostgresSchemas,
     Statements,
     copy_sqlite,
     migrate_sqlite_template,
@@ -99,10 +100,22 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+def db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """An empty database; for a test that uses ``store`` too, on PostgreSQL, a schema already
+    at head (``store`` opens it)."""
     if request.param == "sqlite":
-        return f"{SQLITE_PREFIX}{tmp_path_factory.mktemp('db')}/cambium.db"
-    return str(request.getfixturevalue("postgres_url"))
+        yield f"{SQLITE_PREFIX}{tmp_path_factory.mktemp('db')}/cambium.db"
+    elif "store" in request.fixturenames:
+        if not POSTGRES_URL:
+            pytest.skip(POSTGRES_SKIP)
+        schemas: PostgresSchemas = request.getfixturevalue("postgres_schemas")
+        url = schemas.take(request.getfixturevalue("postgres_upgrade"))
+        yield url
+        schemas.give_back(url)
+    else:
+        yield str(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture(scope="session")
@@ -121,14 +134,19 @@ def postgres_upgrade() -> Statements:
     return statements
 
 
+@pytest.fixture(scope="session")
+def postgres_schemas() -> Iterator[PostgresSchemas]:
+    schemas = PostgresSchemas(empty_schema)
+    yield schemas
+    schemas.drop_all()
+
+
 @pytest.fixture
 def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
-    """A store at head: a copy of the session's migrated SQLite file, or the session's
-    PostgreSQL upgrade replayed into the test's own schema."""
+    """A store at head: a copy of the session's migrated SQLite file, or on PostgreSQL a
+    schema of the session's at head (``db_url`` hands it over), holding nothing yet."""
     if db_url.startswith(SQLITE_PREFIX):
         copy_sqlite(request.getfixturevalue("migrated_sqlite"), db_url)
-    else:
-        replay(db_url, request.getfixturevalue("postgres_upgrade"))
     store = Store(db_url)
     store.start()
     try:
