@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.harness import process_cpu, scratch
+from bench.harness import process_cpu, scratch, whole_process
 from bench.report import Figure, Part, at_most, main_for
 from daemon.client import Client
 from daemon.client._wire import Wire
@@ -59,11 +58,6 @@ GOALS = {
     "cambium memory recall": 400.0,
     "cambium mcp initialise": 1000.0,
 }
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _command(argv: list[str], env: dict[str, str]) -> Callable[[], None]:
@@ -97,13 +91,6 @@ def _mcp(
         server.wait(10)
 
     return run
-
-
-def _timed(run: Callable[[], None]) -> tuple[float, float]:
-    """Wall and CPU seconds of one run (its CPU is the children's, counted at their exit)."""
-    cpu, started = _children_cpu(), time.perf_counter()
-    run()
-    return time.perf_counter() - started, _children_cpu() - cpu
 
 
 def _health_cpu_ms(home: DaemonHome) -> float:
@@ -228,7 +215,7 @@ def run() -> Part:
         cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(ROUNDS):
             for name, command in commands.items():
-                seconds, cpu_seconds = _timed(command)
+                seconds, cpu_seconds = whole_process(command)
                 walls[name].append(seconds)
                 cpus[name].append(cpu_seconds)
         loom = _loom(home)

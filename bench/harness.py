@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import shutil
 import socket
 import tempfile
@@ -97,6 +98,19 @@ def process_cpu(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def whole_process(run: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds of ``run``, which starts a child process and waits for it (its
+    CPU is the children's, counted at their exit)."""
+
+    def children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu, started = children(), time.perf_counter()
+    run()
+    return time.perf_counter() - started, children() - cpu
 
 
 def wait_drained(socket: Path, poll: float = 0.01) -> None:

@@ -1,209 +1,327 @@
-"""recall at scale: a year of memory, queried by subject.
+"""recall at scale: three years of a heavy user's notes, grown in three steps.
 
-100,000 marks over 1,000 subjects (each citing a line of a daily file as its evidence),
-1,000 substrate files and 365 daily files of 50 lines (the last week live, the rest
-archived, as the nightly consolidation leaves them). Timed, per query, for random subjects:
+The corpus is generated here, at bench time, from LoCoMo's dev conversations
+(``../shared/bench/locomo-dev``; never copied into the repository): 911 lines a day (the
+last week live, the rest archived, as the nightly consolidation leaves them), drawn from the
+conversations' lines with a made-up word now and then so the vocabulary keeps growing as a
+life's does; one mark per ten lines over 1,000 subjects, each citing a line of its day and
+saying something a conversation said; 100 substrate files. At 1,002,100 lines that is 1,100
+daily files, 100,000 marks and about 144 MB of notes, the figures of issue 24.
 
-- recall, marks layer only, and recall over all four layers (in process, as the API's
-  worker thread runs it);
-- beside them, the floor: the raw SQL prefix query that returns the same mark rows
-  (sqlite3, no ORM), on the same table.
+At each size (10k, 100k and 1M lines), in this order, on the real daemon and CLI:
 
-    .venv/bin/python -m bench.recall_scale
+- the index built from scratch by ``cambium index rebuild`` (the whole process; its
+  progress lines counted);
+- the daemon started on that up-to-date index (spawn to ``GET /v1/health`` 200), its first
+  free-text recall over all four layers, then 200 more (LoCoMo's questions) over the
+  socket: p50/p99 and the daemon's CPU per recall; beside them, in the same minutes, the raw
+  FTS5 ``bm25`` query recall's daily candidates come from (plain ``sqlite3``, the same
+  database, the same terms and limit);
+- ``cambium memory recall`` as a whole process with the daemon up and with it down, and
+  ``grep -rliE`` over the same daily files, for the same questions;
+- the daemon's RSS after those recalls; at the largest size, again after 40,000
+  observations over the socket and 50 more recalls.
+
+    .venv/bin/python -m bench.recall_scale [--lines 10000,100000,1002100]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
 import sqlite3
+import statistics
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
-from zoneinfo import ZoneInfo
+from urllib.parse import urlencode
 
-from bench.harness import SUBJECTS, scratch
-from bench.report import Figure, Part, at_most, main_for, percentiles
+from bench.harness import (
+    SUBJECTS,
+    UnixHTTP,
+    post_signals,
+    process_cpu,
+    scratch,
+    wait_drained,
+    whole_process,
+)
+from bench.report import Figure, Part, at_most, percentiles, publish
 from daemon.core.records import Mark
-from daemon.files.compost import Compost
-from daemon.files.daily import DailyLog
-from daemon.files.substrate import Substrate
-from daemon.schema.recall import RecallQuery
-from daemon.services.recall import Memory, RecallResult, recall
+from daemon.search.daily import CANDIDATES
+from daemon.search.text import terms
 from daemon.store import Store, Tx
 from daemon.store.migrate import upgrade
+from daemon.testing import CAMBIUM, DaemonHome
 
-MARKS = 100_000
-SUBSTRATE_FILES = 1_000
-DAYS = 365
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo-dev"
+SIZES = (10_000, 100_000, 1_002_100)
+LINES_PER_DAY = 911
+LINES_PER_MARK = 10
 LIVE_DAYS = 7
-LINES_PER_DAY = 50
-QUERIES = 300
+SUBSTRATE_FILES = 100
+QUERIES = 200
+COMMANDS = 5  # whole-process recalls (and greps) at each size
+SIGNALS = 40_000  # at the largest size: RSS must stay flat over them
 BATCH = 5_000
+TODAY = date(2026, 11, 30)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-WORKSPACE = "default"
 
-RAW_PREFIX_QUERY = (
-    "SELECT * FROM memory_marks WHERE workspace_id = ? AND subject LIKE ? ESCAPE '\\' "
-    "AND (subject = ? OR subject LIKE ? ESCAPE '\\') AND state IN ('active', 'promoted')"
-)
+RAW_FTS = "SELECT rowid FROM text_fts_daily WHERE text_fts_daily MATCH ? ORDER BY rank LIMIT ?"
 
 
-def _insert_marks(marks: list[Mark], tx: Tx) -> None:
-    tx.marks.insert(marks)
+class Corpus:
+    """LoCoMo's lines and questions, and lines made from them."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.lines = [
+            line
+            for path in sorted(LOCOMO.glob("*/daily/*.md"))
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if ": " in line
+        ]
+        self.questions = [
+            item["question"]
+            for path in sorted(LOCOMO.glob("*/qa.json"))
+            for item in json.loads(path.read_text(encoding="utf-8"))
+        ]
+        syllables = ["ka", "lo", "mi", "ren", "sa", "tu", "vel", "dor", "pin", "gra", "fe", "nos"]
+        self.words = [
+            "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(20_000)
+        ]
+
+    def line(self) -> str:
+        line = self.rng.choice(self.lines)
+        if self.rng.random() < 0.3:
+            line += f" ({self.rng.choice(self.words)})"
+        return line
+
+
+def days_of(lines: int) -> list[date]:
+    count = -(-lines // LINES_PER_DAY)
+    return [TODAY - timedelta(days=n) for n in range(count)]
+
+
+def write_files(home: DaemonHome, lines: int, corpus: Corpus) -> None:
+    daily = home.root / "memory" / "daily"
+    (daily / "archive").mkdir(parents=True, exist_ok=True)
+    left = lines
+    for day in days_of(lines):
+        count = min(LINES_PER_DAY, left)
+        left -= count
+        live = day > TODAY - timedelta(days=LIVE_DAYS)
+        folder = daily if live else daily / "archive"
+        text = "\n".join(corpus.line() for _ in range(count)) + "\n"
+        (folder / f"{day.isoformat()}.md").write_text(text, encoding="utf-8")
+    for n in range(SUBSTRATE_FILES):
+        text = "\n".join([f"# Note {n}", *(corpus.line() for _ in range(40))]) + "\n"
+        (home.substrate / f"note-{n:03d}.md").write_text(text, encoding="utf-8")
 
 
 def subject(n: int) -> str:
     return f"user.area{n // 20}.topic{n % 20}"
 
 
-class Words:
-    """Deterministic filler text from a vocabulary of made-up words, now and then naming a
-    subject's parts so that text search has something to find."""
-
-    def __init__(self, rng: random.Random) -> None:
-        syllables = ["ka", "lo", "mi", "ren", "sa", "tu", "vel", "dor", "pin", "gra", "fe", "nos"]
-        self.rng = rng
-        self.vocabulary = [
-            "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(3_000)
-        ]
-
-    def line(self) -> str:
-        words = self.rng.choices(self.vocabulary, k=self.rng.randint(6, 14))
-        if self.rng.random() < 0.1:
-            words.append(subject(self.rng.randrange(SUBJECTS)).replace(".", " "))
-        return " ".join(words)
-
-
-def write_files(root: Path, words: Words) -> tuple[Path, Path]:
-    substrate, daily = root / "substrate", root / "daily"
-    substrate.mkdir()
-    (daily / "archive").mkdir(parents=True)
-    for n in range(SUBSTRATE_FILES):
-        lines = [f"# Note {n}", *(words.line() for _ in range(20))]
-        (substrate / f"note-{n:04d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for day in days():
-        folder = daily if day > NOW.date() - timedelta(days=LIVE_DAYS) else daily / "archive"
-        lines = [words.line() for _ in range(LINES_PER_DAY)]
-        (folder / f"{day.isoformat()}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return substrate, daily
-
-
-def days() -> list[date]:
-    return [NOW.date() - timedelta(days=n) for n in range(DAYS)]
-
-
-def make_marks(rng: random.Random) -> list[Mark]:
-    all_days = days()
-    marks = []
-    for n in range(MARKS):
-        observed = NOW - timedelta(seconds=rng.uniform(0, 30 * 86_400))
+def make_marks(count: int, days: list[date], corpus: Corpus) -> Iterator[Mark]:
+    rng = corpus.rng
+    for n in range(count):
+        observed = NOW - timedelta(seconds=rng.uniform(0, len(days) * 86_400))
         line = rng.randint(1, LINES_PER_DAY)
-        marks.append(
-            Mark(
-                id=f"mk_bench_{n:06d}",
-                workspace_id=WORKSPACE,
-                subject=subject(n % SUBJECTS),
-                observation=f"observation {n} about {subject(n % SUBJECTS)}",
-                evidence={
-                    "daily_file": f"{rng.choice(all_days).isoformat()}.md",
-                    "line_range": [line, line],
-                    "signal_ids": [f"sig{n}"],
-                },
-                initial_strength=0.7,
-                half_life_days=14.0,
-                observed_by="bench",
-                first_observed_at=observed,
-                last_reinforced_at=observed,
-                created_at=observed,
-                updated_at=observed,
-            )
+        yield Mark(
+            id=f"mk_bench_{n:06d}",
+            workspace_id="default",
+            subject=subject(n % SUBJECTS),
+            observation=corpus.line().split(": ", 1)[1],
+            evidence={
+                "daily_file": f"{rng.choice(days).isoformat()}.md",
+                "line_range": [line, line],
+                "signal_ids": [f"sig{n}"],
+            },
+            initial_strength=0.7,
+            half_life_days=365.0,
+            observed_by="bench",
+            first_observed_at=observed,
+            last_reinforced_at=observed,
+            created_at=observed,
+            updated_at=observed,
         )
-    return marks
 
 
-def timed(
-    queries: dict[str, Callable[[str], object]], subjects: list[str]
-) -> dict[str, list[float]]:
-    """Milliseconds per call of each query for each subject. The queries take turns on each
-    subject, so each meets the same cache state; one untimed pass warms the caches first."""
-    samples: dict[str, list[float]] = {name: [] for name in queries}
-    for timing in (False, True):
-        for about in subjects:
-            for name, query in queries.items():
-                started = time.perf_counter()
-                query(about)
-                if timing:
-                    samples[name].append((time.perf_counter() - started) * 1000)
-    return samples
+def _insert(marks: list[Mark], tx: Tx) -> None:
+    tx.marks.insert(marks)
 
 
-def build(root: Path, rng: random.Random) -> Memory:
-    """The store, filled in big batches straight through the store API, and the files."""
-    url = f"sqlite:///{root / 'recall.db'}"
+def build(home: DaemonHome, lines: int, corpus: Corpus) -> None:
+    """The files, and a store at the schema's head holding the marks (not yet indexed)."""
+    write_files(home, lines, corpus)
+    url = f"sqlite:///{home.root / 'cambium.db'}"
     upgrade(url)
     store = Store(url)
-    marks = make_marks(rng)
-    for start in range(0, MARKS, BATCH):
-        store.write_sync(partial(_insert_marks, marks[start : start + BATCH]))
-    substrate, daily = write_files(root, Words(rng))
-    return Memory(
-        store=store,
-        substrate=Substrate([substrate]),
-        daily=DailyLog(daily),
-        compost=Compost(root / "compost"),
-        workspace=WORKSPACE,
-        zone=ZoneInfo("Europe/Berlin"),
+    marks = list(make_marks(lines // LINES_PER_MARK, days_of(lines), corpus))
+    for start in range(0, len(marks), BATCH):
+        store.write_sync(partial(_insert, marks[start : start + BATCH]))
+    store.close()
+
+
+def cli(home: DaemonHome, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [CAMBIUM, *args, "--config", str(home.config)]
+    return subprocess.run(argv, env=home.env(), capture_output=True, text=True, check=True)
+
+
+def medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    """Median wall and CPU milliseconds of whole-process runs."""
+    return (
+        statistics.median(wall for wall, _ in runs) * 1000,
+        statistics.median(cpu for _, cpu in runs) * 1000,
     )
 
 
-def run() -> Part:
-    rng = random.Random(20261130)
+def commands(home: DaemonHome, questions: list[str]) -> tuple[float, float]:
+    def recall(question: str) -> Callable[[], object]:
+        return lambda: cli(home, "memory", "recall", question)
+
+    return medians([whole_process(recall(question)) for question in questions])
+
+
+def grep(home: DaemonHome, questions: list[str]) -> float:
+    """Median milliseconds of ``grep -rliE`` for any of a question's words."""
+    runs = []
+    for question in questions:
+        pattern = "|".join(word for word in question.rstrip("?").split() if len(word) > 3)
+        argv = ["grep", "-rliE", pattern, str(home.root / "memory" / "daily")]
+        runs.append(whole_process(partial(subprocess.run, argv, stdout=subprocess.DEVNULL)))
+    return medians(runs)[0]
+
+
+class Recalls:
+    """Free-text recall over the daemon's socket, and the raw FTS5 query beside it."""
+
+    def __init__(self, home: DaemonHome) -> None:
+        self.home = home
+        self.http = UnixHTTP(home.socket)
+        self.raw = sqlite3.connect(home.root / "cambium.db")
+
+    def recall(self, question: str) -> float:
+        started = time.perf_counter()
+        status, body = self.http.request("GET", "/v1/recall?" + urlencode({"about": question}))
+        if status != 200:
+            raise RuntimeError(f"recall: {status} {body[:200]!r}")
+        return (time.perf_counter() - started) * 1000
+
+    def raw_fts(self, question: str) -> float:
+        match = " OR ".join(f'"{term}"' for term in dict.fromkeys(terms(question)))
+        started = time.perf_counter()
+        self.raw.execute(RAW_FTS, (match, CANDIDATES)).fetchall()
+        return (time.perf_counter() - started) * 1000
+
+    def paired(self, questions: list[str]) -> tuple[list[float], list[float], float]:
+        """Each question recalled then raw, alternately; the daemon's CPU ms per recall."""
+        assert self.home.process is not None
+        pid = self.home.process.pid
+        recalls, raws, cpu = [], [], 0.0
+        for question in questions:
+            before = process_cpu(pid)
+            recalls.append(self.recall(question))
+            cpu += process_cpu(pid) - before
+            raws.append(self.raw_fts(question))
+        return recalls, raws, cpu / len(questions) * 1000
+
+    def reconnect(self) -> None:
+        self.http.close()
+        self.http = UnixHTTP(self.home.socket)
+
+    def close(self) -> None:
+        self.http.close()
+        self.raw.close()
+
+
+def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
+    at = f"{lines:,} lines"
+    questions = corpus.rng.sample(corpus.questions, QUERIES)
+    few = questions[:COMMANDS]
     with scratch() as root:
-        memory = build(root, rng)
-        raw = sqlite3.connect(root / "recall.db")
+        home = DaemonHome(root)
+        build(home, lines, corpus)
+        rebuilt: list[subprocess.CompletedProcess[str]] = []
+        wall, cpu = whole_process(lambda: rebuilt.append(cli(home, "index", "rebuild")))
+        cli(home, "index", "check")  # exits 1 (check=True raises) unless the index is current
+        figures = [
+            at_most(f"{at}: index build from scratch, cambium index rebuild", wall, 120, "s"),
+            Figure(f"{at}: … its CPU", cpu, "s"),
+            Figure(
+                f"{at}: … progress lines it printed", len(rebuilt[0].stderr.splitlines()), "lines"
+            ),
+        ]
+        offline = commands(home, few)
+        home.start(timeout=120)
+        recalls = Recalls(home)
+        try:
+            first = recalls.recall(questions[0])
+            latencies, raws, cpu_ms = recalls.paired(questions[1:])
+            online = commands(home, few)
+            rss = home.rss_mb()
+            grow: list[Figure] = []
+            if largest:
+                post_signals(home.socket, iter(range(SIGNALS)), 8)
+                wait_drained(home.socket)
+                recalls.reconnect()  # the server closed the idle kept-alive connection
+                for question in questions[:50]:
+                    recalls.recall(question)
+                grow.append(
+                    at_most(
+                        f"{at}: RSS growth over {SIGNALS:,} signals", home.rss_mb() - rss, 10, "MB"
+                    )
+                )
+        finally:
+            recalls.close()
+            home.stop()
+        p50, p99 = percentiles(latencies)
+        raw50, raw99 = percentiles(raws)
+        figures += [
+            at_most(f"{at}: daemon start-up on the current index", home.startup_seconds, 3, "s"),
+            at_most(f"{at}: first recall after start", first, 1000, "ms"),
+            at_most(f"{at}: warm recall, all layers, p50", p50, 20, "ms"),
+            at_most(f"{at}: warm recall p99", p99, 50, "ms"),
+            Figure(f"{at}: … the daemon's CPU per recall", cpu_ms, "ms"),
+            Figure(f"{at}: raw FTS5 bm25 (daily, {CANDIDATES} rows) p50 / p99", raw50, "ms"),
+            Figure(f"{at}: raw FTS5 p99", raw99, "ms"),
+            at_most(f"{at}: recall p99 / raw FTS5 p99", p99 / raw99, 3, "x"),
+            at_most(
+                f"{at}: cambium memory recall, daemon up (whole process)", online[0], 1000, "ms"
+            ),
+            at_most(f"{at}: cambium memory recall, daemon down", offline[0], 1500, "ms"),
+            Figure(f"{at}: … their CPU, up / down", online[1], "ms"),
+            Figure(f"{at}: … down", offline[1], "ms"),
+            Figure(f"{at}: grep -rliE over the daily files", grep(home, few), "ms"),
+            at_most(f"{at}: daemon RSS after the recalls", rss, 150, "MB"),
+            *grow,
+        ]
+    return figures
 
-        def raw_sql(about: str) -> list[Any]:
-            parameters = (WORKSPACE, about + "%", about, about + ".%")
-            return raw.execute(RAW_PREFIX_QUERY, parameters).fetchall()
 
-        def recall_marks(about: str) -> RecallResult:
-            return recall(RecallQuery(about=about, layers=("marks",)), memory, NOW)
-
-        def recall_all(about: str) -> RecallResult:
-            return recall(RecallQuery(about=about), memory, NOW)
-
-        subjects = [subject(rng.randrange(SUBJECTS)) for _ in range(QUERIES)]
-        assert len(raw_sql(subjects[0])) == MARKS // SUBJECTS
-        samples = timed(
-            {
-                "raw SQL prefix query": raw_sql,
-                "recall, marks only": recall_marks,
-                "recall, all layers": recall_all,
-            },
-            subjects,
-        )
-        raw.close()
-        memory.store.close()
-    figures = {name: percentiles(values) for name, values in samples.items()}
-    result = [
-        Figure(f"{name} {label}", value, "ms")
-        for name, (p50, p99) in figures.items()
-        for label, value in (("p50", p50), ("p99", p99))
-    ]
-    marks_only, floor = figures["recall, marks only"], figures["raw SQL prefix query"]
-    result += [
-        at_most("recall marks-only p99 / raw SQL p99", marks_only[1] / floor[1], 3.0, "x"),
-        Figure("recall marks-only p50 / raw SQL p50", marks_only[0] / floor[0], "x"),
-    ]
+def run(sizes: tuple[int, ...] = SIZES) -> Part:
+    corpus = Corpus(random.Random(20261202))
+    figures = []
+    for lines in sizes:
+        figures += measure(lines, corpus, largest=lines == max(sizes))
     return Part(
-        "recall",
-        result,
-        {"marks": MARKS, "subjects": SUBJECTS, "rows_per_subject": MARKS // SUBJECTS},
+        "recall at scale",
+        figures,
+        {
+            "lines": list(sizes),
+            "lines_per_day": LINES_PER_DAY,
+            "marks_per_line": 1 / LINES_PER_MARK,
+            "substrate_files": SUBSTRATE_FILES,
+        },
     )
 
 
 if __name__ == "__main__":
-    main_for(run)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lines", default=",".join(map(str, SIZES)))
+    sizes = tuple(int(n) for n in parser.parse_args().lines.split(","))
+    publish("recall_scale", [run(sizes)])

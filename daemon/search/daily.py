@@ -30,7 +30,7 @@ from daemon.search.fusion import (
     reciprocal_rank_fusion,
     speaker,
 )
-from daemon.search.index import TextIndex, bm25
+from daemon.search.index import TextIndex, bm25, selective
 from daemon.search.text import query_terms
 
 # In ranking, a line borrows this share of its neighbours' scores: in a log, the line that
@@ -89,8 +89,10 @@ LineKey = tuple[date, bool, int]
 # The lines of a day's live file (False) or of its archive and claim, in archive order.
 LineSource = Callable[[date, bool], Sequence[str]]
 
-# How many candidate lines the index is asked for: every line holding a query term, on
-# any corpus this side of years of notes (the LoCoMo conversations hold 400-700 lines).
+# How many candidate lines the index is asked for, chosen by the query's terms that no more
+# lines than this hold (:func:`~daemon.search.index.selective`): on a corpus like LoCoMo's
+# conversations (400-700 lines) every line holding a query term; on years of notes, the
+# lines holding its rarer terms.
 CANDIDATES = 2000
 
 
@@ -144,16 +146,18 @@ class DailyIndex:
     def _scores(self, query: str, since: date | None, lines: LineSource) -> dict[LineKey, float]:
         """Every candidate line's score: the rankings described in :meth:`search`, fused."""
         wanted = list(query_terms(query))
+        statistics = self.index.statistics(DAILY, wanted)
+        choosing = selective(wanted, statistics, CANDIDATES)
         found = (
             self.index.candidates(
-                DAILY, wanted, CANDIDATES, since=None if since is None else since.isoformat()
+                DAILY, choosing, CANDIDATES, since=None if since is None else since.isoformat()
             )
-            if wanted
+            if choosing
             else []
         )
         speakers = {_key(c): c.speaker for c in found}
         if found:
-            raw = bm25(found, wanted, self.index.statistics(DAILY, wanted), LINE_B)
+            raw = bm25(found, wanted, statistics, LINE_B)
             scores = _with_neighbours(dict(zip(speakers, raw, strict=True)))
         else:
             scores = {}

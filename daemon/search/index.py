@@ -97,6 +97,22 @@ def row_of(part: int, text: str, indexed: str | None = None) -> Row:
     )
 
 
+def selective(wanted: Sequence[str], statistics: Statistics, most: int) -> list[str]:
+    """The terms of ``wanted`` that choose the candidates: those held by at most ``most``
+    rows (a term held by none is dropped).
+
+    The engine ranks every row holding any term it is asked for before it keeps the best,
+    so a term held by more rows than the candidates asked for would cost work that grows
+    with the layer (years of notes: "Caroline" in every line she says) while it can only
+    fill the list with rows the rarer terms outrank. Such terms still count in the BM25
+    over the candidates. When every term is that common, the rarest one chooses."""
+    held = {term: n for term in wanted if (n := statistics.frequencies.get(term, 0)) > 0}
+    kept = [term for term, n in held.items() if n <= most]
+    if kept or not held:
+        return kept
+    return [min(held, key=held.__getitem__)]
+
+
 def bm25(
     candidates: Sequence[Candidate], wanted: Sequence[str], statistics: Statistics, b: float
 ) -> list[float]:

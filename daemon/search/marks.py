@@ -24,6 +24,10 @@ from daemon.search.text import query_terms
 
 # At most this many text hits go on to be scored by strength.
 MAX_HITS = 200
+# A query term held by more marks than this does not choose the hits (only its rarer terms
+# do: :func:`~daemon.search.index.selective`): a workspace of 100,000 marks would otherwise
+# be ranked whole for a word it says everywhere.
+CHOOSING = 2000
 
 # A dotted subject path (user.food.lunch) asks for a subtree, not for words: it is matched
 # by prefix only. Anything else (a word, a phrase) is also looked up in the marks' text.

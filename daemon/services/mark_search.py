@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from daemon.core.text_rows import MARKS
 from daemon.search.fusion import DenseRanker
-from daemon.search.index import row_of
-from daemon.search.marks import MAX_HITS, fused, has_terms, indexed_text
+from daemon.search.index import row_of, selective
+from daemon.search.marks import CHOOSING, MAX_HITS, fused, has_terms, indexed_text
 from daemon.search.text import Index, query_terms
 from daemon.store import Store, Tx
 
@@ -65,7 +65,8 @@ class MarkSearch:
         if not has_terms(about):
             return []  # nothing to look for
         wanted = list(query_terms(about))
-        rows = tx.text_index.candidates(MARKS, wanted, MAX_HITS, scope=workspace)
+        choosing = selective(wanted, tx.text_index.statistics(MARKS, wanted), CHOOSING)
+        rows = tx.text_index.candidates(MARKS, choosing, MAX_HITS, scope=workspace)
         found = [row.source for row in rows]
         found += [mark for mark in _queued_matches(tx, workspace, about) if mark not in found]
         if self._dense is None:
