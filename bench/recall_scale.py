@@ -239,6 +239,25 @@ class Recalls:
         self.raw.close()
 
 
+def growth(home: DaemonHome, recalls: Recalls, questions: list[str], rss: float) -> list[Figure]:
+    """The daemon's RSS growth over ``SIGNALS`` observations (and ``questions`` recalled
+    after them), twice: the first run warms the store's page caches and the allocator."""
+    figures = []
+    for start, run in ((0, "first"), (SIGNALS, "next")):
+        post_signals(home.socket, iter(range(start, start + SIGNALS)), 8)
+        wait_drained(home.socket)
+        recalls.reconnect()  # the server closed the idle kept-alive connection
+        for question in questions:
+            recalls.recall(question)
+        now = home.rss_mb()
+        name = f"RSS growth over the {run} {SIGNALS:,} signals"
+        figures.append(
+            at_most(name, now - rss, 10, "MB") if run == "next" else Figure(name, now - rss, "MB")
+        )
+        rss = now
+    return figures
+
+
 def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
     at = f"{lines:,} lines"
     questions = corpus.rng.sample(corpus.questions, QUERIES)
@@ -266,16 +285,7 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             rss = home.rss_mb()
             grow: list[Figure] = []
             if largest:
-                post_signals(home.socket, iter(range(SIGNALS)), 8)
-                wait_drained(home.socket)
-                recalls.reconnect()  # the server closed the idle kept-alive connection
-                for question in questions[:50]:
-                    recalls.recall(question)
-                grow.append(
-                    at_most(
-                        f"{at}: RSS growth over {SIGNALS:,} signals", home.rss_mb() - rss, 10, "MB"
-                    )
-                )
+                grow = growth(home, recalls, questions[:50], rss)
         finally:
             recalls.close()
             home.stop()

@@ -45,6 +45,11 @@ T = TypeVar("T")
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
 
 
+# How often (seconds) the daemon's recall looks for daily files a person edited by hand:
+# its own writes are indexed as they are made, and a look stats every file.
+HAND_EDITS_LOOK = 5.0
+
+
 @dataclass(frozen=True)
 class MarkHit:
     mark: Mark
@@ -158,7 +163,12 @@ class Memory:
         # A store in memory (no database yet) keeps nothing: its index would be empty.
         index = MemoryTextIndex() if store.in_memory else StoreTextIndex(store)
         parts = None if store.in_memory else semantic_recall(config.recall, store, daemon)
-        daily = DailyLog(config.paths.daily, parts.lines if parts else None, index=index)
+        daily = DailyLog(
+            config.paths.daily,
+            parts.lines if parts else None,
+            index=index,
+            look_every=HAND_EDITS_LOOK if daemon else 0.0,
+        )
         mark_search = parts.mark_search() if parts else MarkSearch()
         if parts is not None and daemon:
             parts.attach(daily, mark_search)
