@@ -51,6 +51,7 @@ class FileRows:
         # per search. Another process writing the index (a rebuild) can only make one stale,
         # which costs a read of the file and no write (its digests agree).
         self._known: dict[tuple[str, str], Signature] | None = None
+        self._recheck: set[tuple[str, str]] = set()  # files to read whatever their stat says
 
     def group(self, source: str, state: str = "") -> Group:
         return Group(self.layer, source, state)
@@ -71,9 +72,13 @@ class FileRows:
             known[(where.source, where.state)] = signature
 
     def forget(self, source: str, state: str = "") -> None:
-        """Forget what this process knows of the file's signature: the next :meth:`refresh`
-        reads it (and writes only rows whose text changed)."""
+        """The group keeps no signature any more (its rows were moved or dropped)."""
         self._signatures().pop((source, state), None)
+
+    def recheck(self, source: str, state: str = "") -> None:
+        """The next :meth:`refresh` reads the file even if its size and mtime look
+        unchanged (a watcher saw it change); its hash still decides what is written."""
+        self._recheck.add((source, state))
 
     def sync(
         self,
@@ -107,7 +112,9 @@ class FileRows:
         changed: set[str] = set()
         for done, file in enumerate(files, start=1):
             kept = known.pop((file.source, file.state), None)
-            read = self._read_if_changed(file, kept)
+            recheck = (file.source, file.state) in self._recheck
+            self._recheck.discard((file.source, file.state))
+            read = self._read_if_changed(file, None if recheck else kept)
             if read is not None:
                 data, offset, signature = read
                 if kept is not None and kept.sha256 == signature.sha256:

@@ -132,7 +132,7 @@ class Substrate:
                 self._refused.clear()
             else:
                 self._refused.discard(path)
-                self.rows.forget(str(path))
+                self.rows.recheck(str(path))
 
     # -- reading -------------------------------------------------------------------------
 
