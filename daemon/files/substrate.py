@@ -1,16 +1,18 @@
 """The substrate: the user's own long-term markdown files, read and searched, never written.
 
 The configured entries are absolute paths, each a directory (its ``*.md`` children) or a
-single file. They are resolved once per load and the listing is served from a cache; the
-watcher calls :meth:`Substrate.invalidate` when a file is created, edited, renamed or
-deleted, and the next call resolves the entries again and re-syncs what was named.
+single file. They are resolved once and the listing is served from a cache, as are the
+texts read; the watcher calls :meth:`Substrate.invalidate` when a file is created, edited,
+renamed or deleted, and the next call resolves the entries again and reads again what was
+named.
 
 Files are ranked from the store's text index (:class:`~daemon.search.index.TextIndex`,
 layer ``substrate``): each file is one row, its whole text, kept in step with the file by
-:class:`~daemon.files.file_rows.FileRows` (its signature beside it). A load looks at every
-file's size and mtime and reads only those that changed (and those the watcher named),
-writing rows only when the text's hash differs, so a start with a current index reads no
-file. The index's candidates are scored with BM25 over the layer's statistics, the formula
+:class:`~daemon.files.file_rows.FileRows` (its signature beside it). Before the first
+search after a listing, every file's size and mtime is looked at and only those that
+changed (and those the watcher named) are read, their row written only when the text's
+hash differs, so a start with a current index reads no file; listing and reading files
+never touch the index. The index's candidates are scored with BM25 over the layer's statistics, the formula
 of :class:`daemon.search.text.Index`; each hit is shown by its best line, found by scoring
 the lines of the hits' files alone (those few files are read, or served from the cache of
 texts read). The dense side is as it was: every file's lines are fed to the layer's
@@ -97,6 +99,7 @@ class Substrate:
         self._files: list[Path] | None = None  # None: resolve the entries again
         self._texts: dict[Path, str] = {}  # the files read, until invalidated
         self._refused: set[Path] = set()  # unreadable when read, until invalidated
+        self._in_step = False  # the index and the dense side hold the listing
         self._looked = False  # a read-only index was checked (and said stale) once
 
     # -- for the watcher -----------------------------------------------------------------
@@ -165,7 +168,7 @@ class Substrate:
         """The files most relevant to ``query``, best first, each shown by its best matching
         line with a line of context either side."""
         with self._lock:
-            files = self._load()
+            files = self._ranked()
             position = {path: index for index, path in enumerate(files)}
             lexical = self._scores(query, position)
             similar: dict[_LineKey, float] = {}
@@ -213,7 +216,7 @@ class Substrate:
         """Sync what changed now (with a dense side, its lines then wait for the daemon's
         embedding worker), so that the next search does not read it."""
         with self._lock:
-            self._load()
+            self._ranked()
 
     def refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Resolve the entries again and bring the index in line with the files (where this
@@ -221,7 +224,7 @@ class Substrate:
         ``progress`` is told (files looked at, files) after each file."""
         with self._lock:
             self._files = None
-            self._load(progress)
+            self._ranked(progress)
 
     def stale(self) -> list[tuple[str, str]]:
         """The files the index is not in step with: (path, why)."""
@@ -250,13 +253,24 @@ class Substrate:
 
     # -- the cache and the index (callers hold the lock) ---------------------------------
 
-    def _load(self, progress: Callable[[int, int], None] | None = None) -> list[Path]:
-        if self._files is not None:
-            return self._files
-        resolved = self._resolve()
-        for gone in self._texts.keys() - set(resolved):
-            self._forget(gone)
-        listed = self._indexed_files(resolved)
+    def _load(self) -> list[Path]:
+        """The listing, resolved again after an invalidation (no file is read)."""
+        if self._files is None:
+            resolved = self._resolve()
+            for gone in self._texts.keys() - set(resolved):
+                self._forget(gone)
+            self._files = [path for path in resolved if path not in self._refused]
+            self._in_step = False
+        return self._files
+
+    def _ranked(self, progress: Callable[[int, int], None] | None = None) -> list[Path]:
+        """The listing, with the index (where this process may write it) and the dense side
+        in step with it: only what ranks needs it, so listing and reading files (health,
+        Loom, ``cambium memory substrate``) never index."""
+        files = self._load()
+        if self._in_step:
+            return files
+        listed = self._indexed_files(files)
         if self.rows.index.writable:
             self.rows.refresh(listed, progress)
         elif not self._looked:
@@ -269,10 +283,10 @@ class Substrate:
                 )
         self._looked = True
         if self._dense is not None:  # the dense side holds every file's lines
-            for path in resolved:
+            for path in files:
                 self._text(path)
-        self._files = [path for path in resolved if path not in self._refused]
-        return self._files
+        self._in_step = True
+        return self._load()  # without the files found unreadable meanwhile
 
     def _indexed_files(self, paths: list[Path]) -> list[IndexedFile]:
         return [
