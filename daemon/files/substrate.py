@@ -12,13 +12,13 @@ layer ``substrate``): each file is one row, its whole text, kept in step with th
 search after a listing, every file's size and mtime is looked at and only those that
 changed (and those the watcher named) are read, their row written only when the text's
 hash differs, so a start with a current index reads no file; listing and reading files
-never touch the index. The index's candidates are scored with BM25 over the layer's statistics, the formula
-of :class:`daemon.search.text.Index`; each hit is shown by its best line, found by scoring
-the lines of the hits' files alone (those few files are read, or served from the cache of
-texts read). The dense side is as it was: every file's lines are fed to the layer's
-:class:`~daemon.search.fusion.DenseDocuments`, so with it every file is read at a load.
-An index this process may not write (the CLI with the daemon down) is ranked from as it
-is, and said once in the log when it is not current.
+never touch the index. The index's candidates are scored with BM25 over the layer's
+statistics, the formula of :class:`daemon.search.text.Index`; each hit is shown by its
+best line, found by scoring the lines of the hits' files alone (those few files are read,
+or served from the cache of texts read). The dense side is as it was: every file's lines
+are fed to the layer's :class:`~daemon.search.fusion.DenseDocuments`, so with it every
+file is read before the first search. An index this process may not write (the CLI with
+the daemon down) is ranked from as it is, and said once in the log when it is not current.
 
 Files are only ever opened for reading, without blocking: the daemon never writes, moves
 or deletes a substrate file, and a FIFO or device named like one is skipped with a warning.
