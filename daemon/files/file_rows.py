@@ -4,7 +4,8 @@ A group is brought in step with its file (:meth:`FileRows.sync`) by comparing ea
 digest with its row's: only what differs is stemmed and written, and the file's signature
 (size, mtime, SHA-256) is kept with the rows. :meth:`FileRows.refresh` looks at every file
 and syncs only those whose size or mtime changed and whose hash then differs, so a start
-with an up-to-date index reads no unchanged file. The daily files
+with an up-to-date index reads no unchanged file; a file a watcher saw change
+(:meth:`FileRows.recheck`) is read whatever its stat says. The daily files
 (:mod:`daemon.files.daily_rows`), the substrate's and the compost's use it, each with its
 own way of cutting a file into texts.
 """
