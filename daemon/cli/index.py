@@ -1,5 +1,6 @@
-"""``cambium index check`` and ``cambium index rebuild``: the store's text index, seen and
-brought up to date by a person.
+"""``cambium index check`` and ``cambium index rebuild``: the store's text index (daily
+lines, marks, substrate files and compost learnings), seen and brought up to date by a
+person.
 
 The daemon keeps the index current by itself (and builds what is missing when it starts);
 these commands are for looking at it, and for building it ahead of a start (after an
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 @click.group()
 def index() -> None:
-    """The text index recall ranks from (daily lines and marks, in the store)."""
+    """The text index recall ranks from (daily lines, marks, substrate files and compost
+    learnings, in the store)."""
 
 
 @index.command()
@@ -36,8 +38,9 @@ def index() -> None:
 def check(as_json: bool, config_path: Path | None) -> None:
     """Report what the index lacks or holds stale; exit 1 if anything.
 
-    Daily files whose size or mtime changed are read and hashed (an unchanged file is not
-    read); marks are counted: queued for indexing, or missing from the index.
+    Daily, substrate and compost files whose size or mtime changed are read and hashed (an
+    unchanged file is not read); marks are counted: queued for indexing, or missing from
+    the index.
 
     \b
     Example:
@@ -53,6 +56,9 @@ def check(as_json: bool, config_path: Path | None) -> None:
     else:
         for line in report.daily:
             click.echo(f"daily {line['day']} ({line['file']}): {line['why']}")
+        for layer, stale in (("substrate", report.substrate), ("compost", report.compost)):
+            for file in stale:
+                click.echo(f"{layer} {file['path']}: {file['why']}")
         click.echo(f"marks queued for indexing: {report.marks_queued}")
         click.echo(f"marks missing from the index: {report.marks_missing}")
     if not report.current:
@@ -84,6 +90,8 @@ def rebuild(as_json: bool, config_path: Path | None) -> None:
         if queued:
             click.echo(f"marks: {queued} missing from the index, queued", err=True)
         memory.daily.refresh(_progress("daily files"))
+        memory.substrate.refresh(_progress("substrate files"))
+        memory.compost.refresh(_progress("compost files"))
         done = memory.mark_search.index(store)
         click.echo(f"marks: {done} indexed", err=True)
         report = _status(config, store)
@@ -106,10 +114,13 @@ class IndexStatus:
     daily: list[dict[str, str]]  # the stale files: day, file (live|claimed|archived), why
     marks_queued: int
     marks_missing: int
+    substrate: list[dict[str, str]]  # the stale files: path, why
+    compost: list[dict[str, str]]
 
     @property
     def current(self) -> bool:
-        return not (self.daily or self.marks_queued or self.marks_missing)
+        stale = self.daily or self.substrate or self.compost
+        return not (stale or self.marks_queued or self.marks_missing)
 
 
 def _status(config: Config, store: Store) -> IndexStatus:
@@ -121,7 +132,13 @@ def _status(config: Config, store: Store) -> IndexStatus:
     queued, missing = store.read_sync(
         lambda tx: (tx.text_index.count_pending(), tx.text_index.count_unindexed_marks())
     )
-    return IndexStatus(stale, queued, missing)
+    return IndexStatus(
+        stale,
+        queued,
+        missing,
+        [{"path": path, "why": why} for path, why in memory.substrate.stale()],
+        [{"path": path, "why": why} for path, why in memory.compost.stale()],
+    )
 
 
 def _progress(what: str) -> Callable[[int, int], None]:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 DAILY = "daily"
 MARKS = "marks"
-LAYERS = (DAILY, MARKS)
+SUBSTRATE = "substrate"
+COMPOST = "compost"
+LAYERS = (DAILY, MARKS, SUBSTRATE, COMPOST)
 
 # Daily rows' states: a live file, a claim in flight (or failed) and the archive.
 LIVE = "live"
@@ -18,8 +20,9 @@ ARCHIVED = "archived"
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Rows kept together: a daily file's lines (``source`` the day, ``state`` which file)
-    or a mark (``source`` its id, ``scope`` its workspace)."""
+    """Rows kept together: a daily file's lines (``source`` the day, ``state`` which file),
+    a mark (``source`` its id, ``scope`` its workspace), a substrate file (``source`` its
+    path: one row, its whole text) or a compost file's learnings (``source`` its path)."""
 
     layer: str
     source: str

@@ -61,7 +61,8 @@ from daemon.files.daily_merge import (
     split_lines,
     staging_name,
 )
-from daemon.files.daily_rows import DailyRows, DayFile, signature_of
+from daemon.files.daily_rows import DailyRows
+from daemon.files.file_rows import IndexedFile, signature_of
 from daemon.fs import Folder, RefusedFile, open_folder, scan_directory
 from daemon.search.daily import DailyHit, DailyIndex, LineKey
 from daemon.search.fusion import DenseRanker
@@ -293,7 +294,7 @@ class DailyLog:
             if state == ARCHIVED and data is not None:
                 indexed = archived_bytes(folder, day, data)
             signature = None if stat is None or indexed is None else signature_of(stat, indexed)
-            self.rows.sync(day, state, indexed, offset=offset, signature=signature)
+            self.rows.sync(day.isoformat(), state, indexed, offset=offset, signature=signature)
             for listener in self._changed:
                 listener()
         return data
@@ -382,7 +383,8 @@ class DailyLog:
     def stale(self) -> list[tuple[date, str, str]]:
         """The files the index is not in step with: (day, live|claimed|archived, why)."""
         with self._lock:
-            return self.rows.stale(self._day_files())
+            stale = self.rows.stale(self._day_files())
+        return [(date.fromisoformat(source), state, why) for source, state, why in stale]
 
     def numbered_lines(self, day: date, archived: bool) -> list[str]:
         """The day's live lines, or its archived and claimed lines in archive order: as
@@ -399,14 +401,14 @@ class DailyLog:
             self._warn_once(exc)
             return []
 
-    def _day_files(self) -> list[DayFile]:
+    def _day_files(self) -> list[IndexedFile]:
         """Every live, archived and claimed file, as the index's upkeep looks at them."""
         found = []
         for archived in (False, True):
             for day, entry in self._files(archived):
                 found.append(
-                    DayFile(
-                        day,
+                    IndexedFile(
+                        day.isoformat(),
                         ARCHIVED if archived else LIVE,
                         partial(entry.stat, follow_symlinks=False),
                         partial(self._indexed, day, ARCHIVED if archived else LIVE),
@@ -414,7 +416,8 @@ class DailyLog:
                 )
         for day, entry in self._claims():
             stat = partial(entry.stat, follow_symlinks=False)
-            found.append(DayFile(day, CLAIMED, stat, partial(self._indexed, day, CLAIMED)))
+            read = partial(self._indexed, day, CLAIMED)
+            found.append(IndexedFile(day.isoformat(), CLAIMED, stat, read))
         return found
 
     def _indexed(self, day: date, state: str) -> tuple[bytes, int]:

@@ -1,9 +1,9 @@
 """Search: how a query finds documents, apart from where the documents are kept.
 
 - ``text``: text into terms, and :class:`~daemon.search.text.Index`, BM25 over small
-  documents by key.
-- ``fusion``: reciprocal-rank fusion of a lexical and a dense ranking;
-  :class:`~daemon.search.fusion.HybridIndex` keeps both current with the same calls.
+  documents by key (in memory: the lines of a few substrate files, for their excerpts).
+- ``fusion``: reciprocal-rank fusion of a lexical and a dense ranking, and the dense
+  side's seams.
 - ``index``: the persistent text index's seam (:class:`~daemon.search.index.TextIndex`,
   implemented by the store: FTS5, tsvector), what a text is indexed as, and BM25 over the
   candidates it returns; ``memory_index`` is the same index in memory, for tests.
@@ -17,13 +17,15 @@
   ``daemon.services``.
 
 The owners of the documents feed them in: the daily layer (:mod:`daemon.files.daily_rows`)
-writes its lines' rows as it writes and reads the files, and
-:class:`daemon.services.mark_search.MarkSearch` indexes the marks the table queues. The
-substrate and the compost still rank with an in-memory :class:`~daemon.search.text.Index`
-kept current by key (``add(key, text)``, ``remove(key)``). The dense side has two seams
-(:mod:`daemon.search.fusion`): :class:`~daemon.search.fusion.DenseRanker` (stored vectors,
-filled in the background) and :class:`~daemon.search.fusion.DenseDocuments` (documents a
-layer keeps in memory).
+writes its lines' rows as it writes and reads the files, the substrate and the compost
+(:mod:`daemon.files.substrate`, :mod:`daemon.files.compost`) a row per file and per
+learning as they read theirs (all three through :mod:`daemon.files.file_rows`: a file is
+read only when its size or mtime changed), and
+:class:`daemon.services.mark_search.MarkSearch` indexes the marks the table queues. Each
+layer ranks the index's candidates with :func:`~daemon.search.index.bm25`. The dense side
+has two seams (:mod:`daemon.search.fusion`): :class:`~daemon.search.fusion.DenseRanker`
+(stored vectors, filled in the background) and
+:class:`~daemon.search.fusion.DenseDocuments` (documents a layer keeps in memory).
 
 May import ``daemon.core``, the file layers' one way to the disk (``daemon.fs``, for
 the embedding cache's, the vector file's and the converted model's private files) and,

@@ -24,8 +24,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import date
 from typing import Protocol, TypeVar
 
-from daemon.search.text import B, Index
-
 K = TypeVar("K", bound=Hashable)
 
 # Cormack et al.'s constant; the layers use their own, measured ones below.
@@ -87,28 +85,6 @@ def reciprocal_rank_fusion(
         for rank, key in enumerate(ranked, start=1):
             fused[key] = fused.get(key, 0.0) + weight / (k + rank)
     return fused
-
-
-class HybridIndex(Index[K]):
-    """A lexical :class:`~daemon.search.text.Index` that also feeds every document it is
-    given to a dense ranker, when there is one, so that a layer keeps both current with
-    the same calls."""
-
-    def __init__(self, dense: DenseDocuments[K] | None = None, *, b: float = B) -> None:
-        super().__init__(b=b)
-        self.dense = dense
-
-    def add(self, key: K, text: str, meanings: Sequence[str] | None = None) -> None:
-        """Index ``text`` under ``key``; the dense side gets ``meanings`` if given (see
-        :func:`line_meanings`), else the text itself."""
-        super().add(key, text)
-        if self.dense is not None:
-            self.dense.add(key, (text,) if meanings is None else meanings)
-
-    def remove(self, key: K) -> None:
-        super().remove(key)
-        if self.dense is not None:
-            self.dense.remove(key)
 
 
 # "Anna: I've been practising my violin": a line said by someone (a capitalised name of

@@ -2,9 +2,10 @@
 
 A layer's texts are kept as *rows* of pre-stemmed terms (:func:`row_of`: the very terms
 :mod:`daemon.search.text` ranks with, space-separated), in *groups*: the lines of one daily
-file (a day's live, claimed or archived lines), or one mark. A group is written whole or by
-the rows that changed, found by each row's digest; a daily file's group also keeps the
-file's :class:`Signature`, so a start re-reads only the files that changed.
+file (a day's live, claimed or archived lines), one mark, one substrate file (a row, its
+whole text) or the learnings of one compost file. A group is written whole or by the rows
+that changed, found by each row's digest; a file's group also keeps the file's
+:class:`Signature`, so a start re-reads only the files that changed.
 
 The index answers with *candidates*, the best rows for a query's terms by the engine's own
 ranking (FTS5's bm25, PostgreSQL's ``ts_rank``), and with the layer's statistics (how many

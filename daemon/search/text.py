@@ -6,9 +6,10 @@ words shorter than three characters and common English stopwords dropped, then s
 (``vegetables`` and ``vegetable`` are one term). Terms match whole, never as substrings:
 ``sleep`` does not match ``sleepover``.
 
-An :class:`Index` ranks small documents (lines, files, learnings) against a query with
-BM25. Documents are added and removed by key, so a layer that caches file contents keeps
-its index current by re-adding only what changed.
+An :class:`Index` ranks small documents against a query with BM25, in memory: the marks
+still queued for the index, and the lines of the few substrate files a search returns, for
+their excerpts. The layers' documents themselves are ranked from the store's text index
+(:mod:`daemon.search.index`), with the same terms and the same BM25.
 """
 
 from __future__ import annotations

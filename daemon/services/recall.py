@@ -8,11 +8,11 @@
 - substrate: ranked text hits, plus every substrate file the returned marks reference.
 - daily: ranked text hits in live, claimed and archived lines within the horizon (default 7
   days), plus the very log lines the returned marks cite as evidence.
-
-The daily lines and the marks are ranked from the store's text index
-(:mod:`daemon.store.text_index`); the daemon keeps it current, and a process that only
-reads the store (the CLI) reads it as it is.
 - compost: learnings of retired agents, grouped and ranked.
+
+The daily lines, the marks, the substrate's files and the compost's learnings are ranked
+from the store's text index (:mod:`daemon.store.text_index`); the daemon keeps it current,
+and a process that only reads the store (the CLI) reads it as it is.
 """
 
 from __future__ import annotations
@@ -174,9 +174,11 @@ class Memory:
             parts.attach(daily, mark_search)
         return cls(
             store=store,
-            substrate=Substrate(config.paths.substrate, parts.substrate if parts else None),
+            substrate=Substrate(
+                config.paths.substrate, parts.substrate if parts else None, index=index
+            ),
             daily=daily,
-            compost=Compost(config.paths.compost, config.compost.templates),
+            compost=Compost(config.paths.compost, config.compost.templates, index=index),
             workspace=config.workspace,
             zone=config.zone,
             mark_search=mark_search,
@@ -185,12 +187,13 @@ class Memory:
         )
 
     def prepare_search(self) -> None:
-        """Bring the text index up to date (the daily files that changed, the marks
-        queued) and read the substrate ahead of the first recall; with semantic recall
-        on, wake the embedding worker for what changed."""
+        """Bring the text index up to date (the daily, substrate and compost files that
+        changed, the marks queued) ahead of the first recall; with semantic recall on, wake
+        the embedding worker for what changed."""
         self.index_marks()
         self.daily.refresh()
         self.substrate.prepare_search()
+        self.compost.refresh()
         if self.semantic is not None and self.semantic.worker is not None:
             self.semantic.worker.wake()
 

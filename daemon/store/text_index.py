@@ -17,7 +17,7 @@ from sqlalchemy import and_, bindparam, delete, func, insert, select, text, upda
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 
-from daemon.core.text_rows import MARKS, Candidate, Group, Row, Signature, Statistics
+from daemon.core.text_rows import LAYERS, MARKS, Candidate, Group, Row, Signature, Statistics
 from daemon.store.mark_strength import marks
 from daemon.store.sql import in_chunks
 from daemon.store.tables import TextFileTable, TextPendingTable, TextRowTable, TextTotalsTable
@@ -39,13 +39,13 @@ _SQLITE_CANDIDATES = {
         f" ON r.id = text_fts_{layer}.rowid WHERE text_fts_{layer} MATCH :query"
         f"{_FILTERS} ORDER BY text_fts_{layer}.rank LIMIT :limit"
     )
-    for layer in ("daily", "marks")
+    for layer in LAYERS
 }
 _SQLITE_FREQUENCIES = {
     layer: text(f"SELECT term, doc FROM text_vocab_{layer} WHERE term IN :terms").bindparams(
         bindparam("terms", expanding=True)
     )
-    for layer in ("daily", "marks")
+    for layer in LAYERS
 }
 _POSTGRES_CANDIDATES = text(
     f"SELECT {_FIELDS} FROM text_rows AS r, to_tsquery('simple', :query) AS q"

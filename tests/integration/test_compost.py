@@ -12,6 +12,8 @@ import pytest
 
 import daemon.files.compost as compost_module
 from daemon.files.compost import Compost, CompostHit
+from daemon.search.index import TextIndex
+from daemon.store import Store, StoreTextIndex
 
 
 class Recorder:
@@ -52,7 +54,15 @@ def directory(tmp_path: Path) -> Path:
     return tmp_path / "compost"
 
 
-def test_improvements_and_failure_patterns_match_a_subject(directory: Path) -> None:
+@pytest.fixture
+def index(store: Store) -> TextIndex:
+    """The store's text index (SQLite, and PostgreSQL when configured)."""
+    return StoreTextIndex(store)
+
+
+def test_improvements_and_failure_patterns_match_a_subject(
+    directory: Path, index: TextIndex
+) -> None:
     write(
         directory,
         "b.json",
@@ -69,14 +79,16 @@ def test_improvements_and_failure_patterns_match_a_subject(directory: Path) -> N
             ],
         ),
     )
-    hits = Compost(directory).search("user.food.vegetables", 10)
+    hits = Compost(directory, index=index).search("user.food.vegetables", 10)
     assert sorted(hits, key=lambda hit: hit.learning) == [
         CompostHit("tpl-morning-brief", "Add vegetable timing notes", 1),
         CompostHit("tpl-morning-brief", "confused about vegetable timing", 1),
     ]
 
 
-def test_the_same_learning_from_two_agents_is_one_hit_counting_both(directory: Path) -> None:
+def test_the_same_learning_from_two_agents_is_one_hit_counting_both(
+    directory: Path, index: TextIndex
+) -> None:
     strategy = ["Vegetable timing rule"]
     write(
         directory,
@@ -92,14 +104,14 @@ def test_the_same_learning_from_two_agents_is_one_hit_counting_both(directory: P
         "other.json",
         record(id="cmp-o", template_id="tpl-chef", successful_strategies=strategy),
     )
-    hits = Compost(directory).search("vegetables", 10)
+    hits = Compost(directory, index=index).search("vegetables", 10)
     assert hits == [
         CompostHit("tpl-morning-brief", "Vegetable timing rule", 2),
         CompostHit("tpl-chef", "Vegetable timing rule", 1),
     ]
 
 
-def test_learnings_are_ranked_and_bounded_by_the_limit(directory: Path) -> None:
+def test_learnings_are_ranked_and_bounded_by_the_limit(directory: Path, index: TextIndex) -> None:
     write(
         directory,
         "r.json",
@@ -112,7 +124,7 @@ def test_learnings_are_ranked_and_bounded_by_the_limit(directory: Path) -> None:
             ]
         ),
     )
-    compost = Compost(directory)
+    compost = Compost(directory, index=index)
     hits = compost.search("rain walk", 10)
     assert hits[0].learning == "Keep the walk short when it rains"
     assert len(hits) == 3
@@ -122,7 +134,7 @@ def test_learnings_are_ranked_and_bounded_by_the_limit(directory: Path) -> None:
 
 
 def test_a_malformed_file_is_logged_and_skipped_and_the_others_still_count(
-    directory: Path, monkeypatch: pytest.MonkeyPatch
+    directory: Path, monkeypatch: pytest.MonkeyPatch, index: TextIndex
 ) -> None:
     recorder = Recorder()
     monkeypatch.setattr(compost_module, "log", recorder)
@@ -136,7 +148,7 @@ def test_a_malformed_file_is_logged_and_skipped_and_the_others_still_count(
     for name, content in bad.items():
         write(directory, name, content)
     write(directory, "notes.txt", "errands")
-    compost = Compost(directory)
+    compost = Compost(directory, index=index)
     assert compost.search("errands", 10) == [
         CompostHit("tpl-morning-brief", "Batch errands by area", 1)
     ]
@@ -146,17 +158,19 @@ def test_a_malformed_file_is_logged_and_skipped_and_the_others_still_count(
     assert len(recorder.events) == len(bad), "an unchanged file is not parsed (or logged) again"
 
 
-def test_the_template_allow_list_restricts_what_is_read(directory: Path) -> None:
+def test_the_template_allow_list_restricts_what_is_read(directory: Path, index: TextIndex) -> None:
     write(directory, "a.json", record(template_id="tpl-a", template_improvements=["Nap timing"]))
     write(directory, "b.json", record(template_id="tpl-b", template_improvements=["Nap length"]))
-    assert [hit.template_id for hit in Compost(directory, ["tpl-b"]).search("nap", 10)] == ["tpl-b"]
-    assert len(Compost(directory).search("nap", 10)) == 2
-    assert Compost(directory, []).search("nap", 10) == []
+    assert [
+        hit.template_id for hit in Compost(directory, ["tpl-b"], index=index).search("nap", 10)
+    ] == ["tpl-b"]
+    assert len(Compost(directory, index=index).search("nap", 10)) == 2
+    assert Compost(directory, [], index=index).search("nap", 10) == []
 
 
-def test_changed_and_deleted_files_are_seen(directory: Path) -> None:
+def test_changed_and_deleted_files_are_seen(directory: Path, index: TextIndex) -> None:
     path = write(directory, "a.json", record(template_improvements=["Nap timing"]))
-    compost = Compost(directory)
+    compost = Compost(directory, index=index)
     assert compost.search("nap", 10)
     write(directory, "a.json", record(template_improvements=["Shorter naps after lunch"]))
     assert [hit.learning for hit in compost.search("nap", 10)] == ["Shorter naps after lunch"]
@@ -164,12 +178,12 @@ def test_changed_and_deleted_files_are_seen(directory: Path) -> None:
     assert compost.search("nap", 10) == []
 
 
-def test_a_missing_directory_has_no_learnings(tmp_path: Path) -> None:
-    assert Compost(tmp_path / "nowhere").search("anything", 10) == []
+def test_a_missing_directory_has_no_learnings(tmp_path: Path, index: TextIndex) -> None:
+    assert Compost(tmp_path / "nowhere", index=index).search("anything", 10) == []
 
 
 def test_a_deeply_nested_file_and_a_fifo_are_skipped_with_one_warning_each(
-    directory: Path, monkeypatch: pytest.MonkeyPatch
+    directory: Path, monkeypatch: pytest.MonkeyPatch, index: TextIndex
 ) -> None:
     """Issue 11, findings 10 and 11: a FIFO hung every recall; a 100,000-deep JSON file
     (RecursionError) failed every recall."""
@@ -178,7 +192,7 @@ def test_a_deeply_nested_file_and_a_fifo_are_skipped_with_one_warning_each(
     write(directory, "good.json", record(template_improvements=["Batch errands by area"]))
     write(directory, "deep.json", "[" * 100_000 + "]" * 100_000)
     os.mkfifo(directory / "pipe.json")
-    compost = Compost(directory)
+    compost = Compost(directory, index=index)
     found: list[list[CompostHit]] = []
     searching = threading.Thread(target=lambda: found.append(compost.search("errands", 10)))
     searching.start()

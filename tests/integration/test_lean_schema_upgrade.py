@@ -113,7 +113,7 @@ def test_a_0008_store_keeps_every_row_and_answer_through_the_lean_schema(db_url:
     stored = rows(db_url)
     assert all(stored.values()), "every table holds rows to keep"
 
-    upgrade(db_url)
+    upgrade(db_url, "0011")
 
     assert current_revision(db_url) == "0011"
     assert rows(db_url) == stored

@@ -92,7 +92,7 @@ def test_a_database_at_0002_gains_governance_with_its_rows_intact(db_url: str) -
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0011"
+    assert current_revision(db_url) == head_revision() == "0012"
     store = Store(db_url)
     try:
         mark = store.read_sync(lambda tx: tx.marks.get("mk_1"))
@@ -186,7 +186,7 @@ def test_a_wave_one_log_upgrades_to_cursors_keeping_every_delivery(db_url: str) 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0011"
+    assert current_revision(db_url) == head_revision() == "0012"
     store = Store(db_url)
     try:
         found = {
@@ -243,7 +243,7 @@ def test_a_0005_database_keeps_its_marks_when_marks_lose_their_unused_indexes(
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0011"
+    assert current_revision(db_url) == head_revision() == "0012"
     store = Store(db_url)
     try:
         under_food = store.read_sync(
@@ -371,7 +371,7 @@ def test_a_0006_database_dates_consolidated_marks_by_their_evidence_day(db_url: 
 
     upgrade(db_url)
 
-    assert current_revision(db_url) == head_revision() == "0011"
+    assert current_revision(db_url) == head_revision() == "0012"
     store = Store(db_url)
     try:
         found = {
@@ -517,3 +517,68 @@ def test_a_0008_database_gains_stored_vectors_that_the_worker_fills(
         with pytest.raises(Exception, match="dense_vectors"):
             connection.execute(text("SELECT count(*) FROM dense_vectors"))
     engine.dispose()
+
+
+def test_a_0011_database_keeps_its_text_rows_and_gains_the_substrate_and_compost_layers(
+    db_url: str, tmp_path: Path
+) -> None:
+    """0012 adds the substrate's and the compost's layers beside the daily lines and the
+    marks: what an 0011 store answered it still answers, the new layers take rows and are
+    found, and a downgrade takes them away again, leaving the old layers as they were."""
+    from daemon.core.text_rows import COMPOST, DAILY, SUBSTRATE, Group
+    from daemon.search.index import row_of
+
+    def found(store: Store, layer: str, wanted: list[str]) -> list[tuple[str, int]]:
+        return store.read_sync(
+            lambda tx: [(c.source, c.part) for c in tx.text_index.candidates(layer, wanted, 10)]
+        )
+
+    def statistics(store: Store, layer: str, wanted: list[str]) -> tuple[int, int, dict[str, int]]:
+        stats = store.read_sync(lambda tx: tx.text_index.statistics(layer, wanted))
+        return stats.documents, stats.total_length, stats.frequencies
+
+    upgrade(db_url, "0011")
+    store = Store(db_url)
+    store.start()
+    try:
+        lines = ["walked the dog by the lake", "the lake was cold", "fed the dog"]
+        rows = [row_of(n, line) for n, line in enumerate(lines, start=1)]
+        daily = Group(DAILY, "2026-04-11", "live")
+        store.write_sync(lambda tx: tx.text_index.write(daily, rows, [], None))
+        before = (found(store, DAILY, ["dog", "lake"]), statistics(store, DAILY, ["dog"]))
+    finally:
+        store.close()
+
+    upgrade(db_url)
+
+    assert current_revision(db_url) == head_revision() == "0012"
+    store = Store(db_url)
+    store.start()
+    try:
+        assert (found(store, DAILY, ["dog", "lake"]), statistics(store, DAILY, ["dog"])) == before
+        notes = Group(SUBSTRATE, str(tmp_path / "pets.md"))
+        lessons = Group(COMPOST, str(tmp_path / "retired.json"))
+        learnings = [row_of(0, "Feed the cat"), row_of(1, "Walk the dog early")]
+        store.write_sync(
+            lambda tx: tx.text_index.write(notes, [row_of(0, "# Pets\nThe dog sleeps.")], [], None)
+        )
+        store.write_sync(lambda tx: tx.text_index.write(lessons, learnings, [], None))
+        assert found(store, SUBSTRATE, ["dog"]) == [(notes.source, 0)]
+        assert found(store, COMPOST, ["dog"]) == [(lessons.source, 1)]
+        assert statistics(store, COMPOST, ["dog", "cat"]) == (2, 5, {"dog": 1, "cat": 1})
+        assert (found(store, DAILY, ["dog", "lake"]), statistics(store, DAILY, ["dog"])) == before
+    finally:
+        store.close()
+
+    from alembic import command
+
+    command.downgrade(alembic_config(db_url), "0011")  # the new layers' rows and tables go
+
+    store = Store(db_url)
+    store.start()
+    try:
+        assert (found(store, DAILY, ["dog", "lake"]), statistics(store, DAILY, ["dog"])) == before
+        coverage = store.read_sync(lambda tx: tx.text_index.coverage())
+        assert coverage == {DAILY: 3}
+    finally:
+        store.close()

@@ -11,6 +11,7 @@ import pytest
 
 import daemon.files.substrate as substrate_module
 from daemon.files.substrate import Substrate, SubstrateHit
+from daemon.store import Store, StoreTextIndex
 
 
 class Recorder:
@@ -41,8 +42,9 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def substrate(home: Path) -> Substrate:
-    return Substrate([home / "long-term", home / "SOUL.md"])
+def substrate(home: Path, store: Store) -> Substrate:
+    """Ranked from the store's text index (SQLite, and PostgreSQL when configured)."""
+    return Substrate([home / "long-term", home / "SOUL.md"], index=StoreTextIndex(store))
 
 
 def test_directory_and_single_file_entries_yield_every_file_as_an_absolute_path(
