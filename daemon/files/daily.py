@@ -101,9 +101,8 @@ class DailyLog:
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_lines, dense)
         self._looked = False  # whether the first refresh (of this instance) ran
-        # A search looks for files changed behind this instance's back (a hand edit) at most
-        # every ``look_every`` seconds: a look stats every file of every day (1,100 files,
-        # ~30 ms, in three years), and what this instance writes it indexes as it writes.
+        # A look for hand-edited files stats every file (~30 ms in three years of notes);
+        # what this instance writes, it indexes as it writes.
         self._look_every = look_every
         self._monotonic = monotonic
         self._next_look = -math.inf
