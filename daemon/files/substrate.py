@@ -98,6 +98,10 @@ class Substrate:
         self._lock = threading.Lock()
         self._files: list[Path] | None = None  # None: resolve the entries again
         self._texts: dict[Path, str] = {}  # the files read, until invalidated
+        # The lines and terms of the files read, to show a hit by its best line without
+        # stemming the file again at every search.
+        self._lines: Index[_LineKey] = Index()
+        self._terms: dict[Path, frozenset[str]] = {}
         self._refused: set[Path] = set()  # unreadable when read, until invalidated
         self._in_step = False  # the index and the dense side hold the listing
         self._looked = False  # a read-only index was checked (and said stale) once
@@ -178,13 +182,10 @@ class Substrate:
                 similar = self._dense.nearest(query, DENSE_CANDIDATES)
                 ranked = _fused(lexical, similar, position, limit)
             texts = {path: text for path in ranked if (text := self._text(path)) is not None}
-        # Each file is shown by its best matching line; a file found by meaning alone, by
-        # its most similar line.
-        lines: Index[_LineKey] = Index()
-        for path, text in texts.items():
-            for number, line in enumerate(text.splitlines()):
-                lines.add((path, number), line)
-        best = _best_lines(lines.scores(query))
+            # Each file is shown by its best matching line; a file found by meaning alone,
+            # by its most similar line.
+            best = _best_lines(self._lines.scores(query, where=lambda key: key[0] in texts))
+            held = {path: self._terms[path] for path in texts}
         for path, number in _best_lines(similar).items():
             best.setdefault(path, number)
         asked = query_terms(query)
@@ -192,8 +193,7 @@ class Substrate:
         for path, text in texts.items():
             number = best.get(path, 0)  # 0: the index is older than the file (read only)
             excerpt = "\n".join(text.splitlines()[max(number - 1, 0) : number + 2]).strip()
-            held = set(terms(text))
-            words = [word for term, word in asked.items() if term in held]
+            words = [word for term, word in asked.items() if term in held[path]]
             reason = f"matched tokens: {', '.join(words)}" if words else "similar in meaning"
             hits.append(SubstrateHit(str(path), excerpt, reason))
         return hits
@@ -202,15 +202,16 @@ class Substrate:
         """The BM25 score of every listed file the index finds for ``query``."""
         wanted = list(query_terms(query))
         index = self.rows.index
+        listed = {str(path): path for path in position}
         found = [
             candidate
             for candidate in (index.candidates(SUBSTRATE, wanted, CANDIDATES) if wanted else [])
-            if Path(candidate.source) in position  # not a file gone since (read only)
+            if candidate.source in listed  # not a file gone since (read only)
         ]
         if not found:
             return {}
         scores = bm25(found, wanted, index.statistics(SUBSTRATE, wanted), B)
-        return {Path(c.source): score for c, score in zip(found, scores, strict=True)}
+        return {listed[c.source]: score for c, score in zip(found, scores, strict=True)}
 
     def prepare_search(self) -> None:
         """Sync what changed now (with a dense side, its lines then wait for the daemon's
@@ -320,8 +321,10 @@ class Substrate:
             return None
         text = _decoded(data)
         self._texts[path] = text
-        if self._dense is not None:
-            for number, line in enumerate(text.splitlines()):
+        self._terms[path] = frozenset(terms(text))
+        for number, line in enumerate(text.splitlines()):
+            self._lines.add((path, number), line)
+            if self._dense is not None:
                 self._dense.add((path, number), (line,))
         return data
 
@@ -346,8 +349,10 @@ class Substrate:
 
     def _forget(self, path: Path) -> None:
         text = self._texts.pop(path, None)
-        if self._dense is not None:
-            for number in range(len(text.splitlines()) if text is not None else 0):
+        self._terms.pop(path, None)
+        for number in range(len(text.splitlines()) if text is not None else 0):
+            self._lines.remove((path, number))
+            if self._dense is not None:
                 self._dense.remove((path, number))
 
 

@@ -129,12 +129,13 @@ def bm25(
     }
     scores = []
     for candidate in candidates:
-        held = candidate.terms.split()
+        # One pass over the row's terms (a substrate file's row holds hundreds).
+        counts = dict.fromkeys(idf, 0)
+        for term in candidate.terms.split():
+            if term in counts:
+                counts[term] += 1
         norm = K1 * (1 - b + b * candidate.length / average)
-        score = 0.0
-        for term, weight in idf.items():
-            tf = held.count(term)
-            if tf:
-                score += weight * tf * (K1 + 1) / (tf + norm)
-        scores.append(score)
+        scores.append(
+            sum(idf[term] * tf * (K1 + 1) / (tf + norm) for term, tf in counts.items() if tf)
+        )
     return scores
