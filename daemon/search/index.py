@@ -129,13 +129,12 @@ def bm25(
     }
     scores = []
     for candidate in candidates:
-        # One pass over the row's terms (a substrate file's row holds hundreds).
-        counts = dict.fromkeys(idf, 0)
-        for term in candidate.terms.split():
-            if term in counts:
-                counts[term] += 1
+        held = candidate.terms.split()
         norm = K1 * (1 - b + b * candidate.length / average)
-        scores.append(
-            sum(idf[term] * tf * (K1 + 1) / (tf + norm) for term, tf in counts.items() if tf)
-        )
+        score = 0.0
+        for term, weight in idf.items():
+            tf = held.count(term)
+            if tf:
+                score += weight * tf * (K1 + 1) / (tf + norm)
+        scores.append(score)
     return scores
