@@ -217,13 +217,13 @@ def reading_store(config: Config) -> Iterator[Store]:
 def store_failures(url: str, doing: str, also: tuple[type[Exception], ...] = ()) -> Iterator[None]:
     """A store that cannot be reached or used ends the command with one line naming the
     store, its host and the cause (exit 1; 2 when the URL itself is unusable). ``also``:
-    more exceptions that mean the store failed (not the command's own work)."""
-    from alembic.util import CommandError
+    more exceptions that mean the store failed (not the command's own work; Alembic's
+    ``CommandError`` where a command migrates)."""
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from daemon.store import describe_failure
 
-    failures: tuple[type[Exception], ...] = (SQLAlchemyError, CommandError, *also)
+    failures: tuple[type[Exception], ...] = (SQLAlchemyError, *also)
     try:
         yield
     except ArgumentError as exc:

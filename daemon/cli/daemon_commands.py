@@ -178,10 +178,12 @@ def upgrade(config_path: Path | None) -> None:
     Example:
       cambium db upgrade
     """
+    from alembic.util import CommandError
+
     from daemon.store.migrate import current_revision
     from daemon.store.migrate import upgrade as apply
 
     config = load(config_path)
-    with store_failures(config.store.url, "cannot upgrade", also=(OSError,)):
+    with store_failures(config.store.url, "cannot upgrade", also=(OSError, CommandError)):
         apply(config.store.url, progress=lambda line: click.echo(line, err=True))
         click.echo(f"database at revision {current_revision(config.store.url)}")

@@ -13,6 +13,7 @@ from sqlalchemy import create_engine, text
 from daemon.store import Store
 from daemon.store.migrate import (
     alembic_config,
+    alembic_head,
     current_revision,
     head_revision,
     upgrade,
@@ -582,3 +583,9 @@ def test_a_0011_database_keeps_its_text_rows_and_gains_the_substrate_and_compost
         assert coverage == {DAILY: 3}
     finally:
         store.close()
+
+
+def test_the_head_read_commands_compare_with_is_alembics() -> None:
+    """Read commands check the store's revision against ``HEAD`` without importing Alembic:
+    a new migration must move it (else they would call a migrated store unmigrated)."""
+    assert head_revision() == alembic_head()
