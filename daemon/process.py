@@ -117,6 +117,7 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
                 async for signum in received:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     break
+            memory.stopping.set()  # a preparation of the index in flight stops at its next file
             notify("STOPPING=1")
             for server in servers:
                 server.should_exit = True  # stop accepting; finish requests in flight

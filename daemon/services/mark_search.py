@@ -47,8 +47,9 @@ class MarkSearch:
         self._dense = dense
         self._erase_outdated = erase_outdated
 
-    def index(self, store: Store) -> int:
-        """Turn every queued mark into its row; how many marks were taken off the queue."""
+    def index(self, store: Store, between: Callable[[], None] | None = None) -> int:
+        """Turn every queued mark into its row; how many marks were taken off the queue.
+        ``between`` is called between two chunks (it may raise to stop there)."""
         done = 0
         with self._indexing:
             while True:
@@ -56,6 +57,8 @@ class MarkSearch:
                 done += taken
                 if taken < CHUNK:
                     return done
+                if between is not None:
+                    between()
 
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
         """Ids of the marks in ``workspace`` whose subject or observation holds a word of

@@ -17,6 +17,7 @@ and a process that only reads the store (the CLI) reads it as it is.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -142,6 +143,10 @@ class RecallResult:
         return shown
 
 
+class _Stopped(Exception):
+    """The daemon stops: a preparation gives up where it is."""
+
+
 @dataclass
 class Memory:
     """The four layers recall reads, for one workspace."""
@@ -155,6 +160,9 @@ class Memory:
     mark_search: MarkSearch = field(default_factory=MarkSearch)
     llm: LLMConfig | None = None  # the model for summaries, when one is configured
     semantic: SemanticRecall | None = None  # with [recall] semantic = true
+    # Set when the daemon stops: a preparation in flight (after an upgrade, building the
+    # index of years of notes takes minutes) stops at its next file or chunk.
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def from_config(cls, config: Config, store: Store, *, daemon: bool = False) -> Memory:
@@ -189,18 +197,29 @@ class Memory:
     def prepare_search(self) -> None:
         """Bring the text index up to date (the daily, substrate and compost files that
         changed, the marks queued) ahead of the first recall; with semantic recall on, wake
-        the embedding worker for what changed."""
-        self.index_marks()
-        self.daily.refresh()
-        self.substrate.prepare_search()
-        self.compost.refresh()
+        the embedding worker for what changed. Returns early, between two files or chunks
+        of marks, once :attr:`stopping` is set (what was written stays: the next start
+        resumes)."""
+
+        def go_on(*_: int) -> None:
+            if self.stopping.is_set():
+                raise _Stopped
+
+        try:
+            self.index_marks(go_on)
+            self.daily.refresh(go_on)
+            go_on()
+            self.substrate.prepare_search()
+            self.compost.refresh()
+        except _Stopped:
+            return
         if self.semantic is not None and self.semantic.worker is not None:
             self.semantic.worker.wake()
 
-    def index_marks(self) -> None:
+    def index_marks(self, between: Callable[[], None] | None = None) -> None:
         """Index the marks queued since the last look (where this process may write); new
-        rows wake the embedding worker."""
-        if self.store.writer_alive and self.mark_search.index(self.store):
+        rows wake the embedding worker. ``between`` is called between chunks."""
+        if self.store.writer_alive and self.mark_search.index(self.store, between):
             worker = None if self.semantic is None else self.semantic.worker
             if worker is not None:
                 worker.wake()

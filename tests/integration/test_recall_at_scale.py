@@ -6,18 +6,23 @@ recall."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from test_marks_store import insert, make_mark
 
 from daemon.core.text_rows import DAILY, MARKS, Group, Statistics
+from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
+from daemon.files.file_rows import FileRows
+from daemon.files.substrate import Substrate
 from daemon.search import daily as daily_search
 from daemon.search.index import row_of, selective
 from daemon.services.mark_search import MarkSearch
+from daemon.services.recall import Memory
 from daemon.store import Store, StoreTextIndex, text_index
 from daemon.store.text_index import TextRows
 
@@ -99,3 +104,36 @@ def test_the_daemon_looks_for_hand_edited_daily_files_every_few_seconds(
     assert daily.search("bruno", since=None, limit=5) == []
     clock[0] += 0.2
     assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
+
+
+def test_a_start_stops_indexing_at_its_next_file_when_the_daemon_stops(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM during the first start after an upgrade (minutes of indexing, for years of
+    notes) stops the daemon at once: the preparation gives up at its next file, and the
+    next start goes on from there."""
+    for n in range(20):
+        (tmp_path / f"{DAY - timedelta(days=n)}.md").write_text(f"line of day {n}\n")
+    memory = Memory(
+        store,
+        Substrate([]),
+        DailyLog(tmp_path, index=StoreTextIndex(store)),
+        Compost(tmp_path / "compost"),
+        "default",
+        ZoneInfo("Europe/Berlin"),
+    )
+    sync = FileRows.sync
+    synced: list[str] = []
+
+    def slow_sync(self: FileRows, *args: Any, **kw: Any) -> None:
+        synced.append("file")
+        if len(synced) == 3:
+            memory.stopping.set()  # SIGTERM arrives while the third file is indexed
+        sync(self, *args, **kw)
+
+    monkeypatch.setattr(FileRows, "sync", slow_sync)
+    memory.prepare_search()
+    assert len(synced) == 3  # stopped after the file in hand, not after all twenty
+    memory.stopping.clear()
+    memory.prepare_search()  # the next start: the rest
+    assert len(synced) == 20
