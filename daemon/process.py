@@ -29,7 +29,7 @@ from daemon.sdnotify import notify, watchdog_interval
 from daemon.server import bind_tcp, bind_unix, make_server
 from daemon.services.recall import Memory
 from daemon.store import Store, StoreLock, check_sqlite_file
-from daemon.store.migrate import upgrade_in_child_process
+from daemon.store.migrate import HEAD, current_revision, upgrade_in_child_process
 
 log = structlog.get_logger("cambium.daemon")
 
@@ -50,7 +50,10 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
         if tcp is not None:
             sockets.append(bind_tcp(*tcp))
         check_sqlite_file(config.store.url)
-        await upgrade_in_child_process(config.store.url)
+        # A store already at the head needs no migration process (Alembic's start costs
+        # about a second of the daemon's start).
+        if await anyio.to_thread.run_sync(current_revision, config.store.url) != HEAD:
+            await upgrade_in_child_process(config.store.url)
         daemon.store.start()
         worker = daemon.memory.semantic.worker if daemon.memory.semantic else None
         try:
