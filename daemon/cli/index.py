@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 @click.group()
 def index() -> None:
-    """The text index recall ranks from (daily lines, marks, substrate files and compost
-    learnings, in the store)."""
+    """The text index recall ranks from (every layer's texts, in the store)."""
 
 
 @index.command()

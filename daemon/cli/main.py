@@ -51,7 +51,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "index": (
         "daemon.cli.index",
         "index",
-        "The text index recall ranks from (daily lines and marks, in the store).",
+        "The text index recall ranks from (every layer's texts, in the store).",
     ),
     "init": ("daemon.cli.setup", "init", "Set up a memory in DIR (default: here)."),
     "loom": ("daemon.cli.loom", "loom", "Open Loom, the memory's web inspector, in your browser."),
