@@ -849,3 +849,19 @@ def test_a_claimed_day_is_searched_once_beside_its_archive_and_live_lines(tmp_pa
         ("first dentist visit\nsecond dentist visit", (1, 2)),
         ("third dentist visit", (1, 1)),
     ]
+
+
+@pytest.mark.parametrize("marker", ["[forgotten: a]\n", "[forgotten:\ra]"])
+def test_a_redaction_marker_with_a_line_break_is_refused_and_nothing_is_rewritten(
+    tmp_path: Path, marker: str
+) -> None:
+    """A marker that broke its line would shift every later line's number, and the marks
+    citing them would point at other words."""
+    daily = DailyLog(tmp_path)
+    daily.append(DAY, "the dentist on tuesday")
+    daily.archive(DAY)
+    before = daily.path(DAY, archived=True).read_bytes()
+    with pytest.raises(ValueError, match="a marker must not contain a line break"):
+        daily.redact_archive({DAY: [1]}, marker)
+    assert daily.path(DAY, archived=True).read_bytes() == before
+    assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 1
