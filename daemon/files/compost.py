@@ -134,7 +134,6 @@ class Compost:
         self.rows = FileRows(MemoryTextIndex() if index is None else index, COMPOST, self._texts)
         self._lock = threading.Lock()
         self._learned: dict[str, list[_Learned]] = {}  # by file, as last read
-        self._looked = False  # a read-only index was checked (and said stale) once
 
     def search(self, query: str, limit: int) -> list[CompostHit]:
         """Learnings matching ``query``, most relevant first; on equal relevance, the one
@@ -172,14 +171,7 @@ class Compost:
         files = self._files()
         for gone in self._learned.keys() - {file.source for file in files}:
             del self._learned[gone]
-        if self.rows.index.writable:
-            self.rows.refresh(files, progress)
-        elif not self._looked and self.rows.stale(files):
-            log.warning(
-                "the text index is not current: compost files changed since are ranked as"
-                " they were (start the daemon, or run `cambium index rebuild`)"
-            )
-        self._looked = True
+        self.rows.keep_up(files, progress)
 
     def stale(self) -> list[tuple[str, str]]:
         """The files the index is not in step with: (path, why)."""

@@ -100,7 +100,6 @@ class DailyLog:
         self._lock = threading.Lock()  # append, claim, merge and the index's rows
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_lines, dense)
-        self._looked = False  # whether the first refresh (of this instance) ran
         # A look for hand-edited files stats every file (~30 ms in three years of notes);
         # what this instance writes, it indexes as it writes.
         self._look_every = look_every
@@ -359,23 +358,11 @@ class DailyLog:
 
     def refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Bring the index in line with the files on disk: only files whose size or mtime
-        changed are read (see :class:`~daemon.files.daily_rows.DailyRows`).
-
-        An index this process may not write (a store opened only to read: the CLI, with
-        the daemon down) is used as it is: no process but the daemon builds an index (a
-        year of notes would take minutes and a gigabyte). If it is not current, that is
-        said once in the log: what changed since it was written is not searched."""
+        changed are read (see :meth:`FileRows.keep_up
+        <daemon.files.file_rows.FileRows.keep_up>`, which also says what a process that may
+        not write the index does)."""
         with self._lock:
-            if not self.rows.index.writable and not self._looked:
-                stale = self.rows.stale(self._day_files())
-                if stale:
-                    log.warning(
-                        "the text index is not current: lines written since are not searched"
-                        " (start the daemon, or run `cambium index rebuild`)",
-                        files=len(stale),
-                    )
-            self._looked = True
-            if self.rows.index.writable and self.rows.refresh(self._day_files(), progress):
+            if self.rows.keep_up(self._day_files(), progress):
                 for listener in self._changed:
                     listener()
 

@@ -17,12 +17,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import structlog
+
 from daemon.core.text_rows import Group, Row, Signature
 from daemon.search.index import TextIndex, digest_of, row_of
 
 # A file's texts, each at its part: (source, the file's indexed bytes, the part before the
 # first) -> [(part, text)].
 Texts = Callable[[str, bytes, int], list[tuple[int, str]]]
+
+log = structlog.get_logger("cambium.index")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,7 @@ class FileRows:
         # which costs a read of the file and no write (its digests agree).
         self._known: dict[tuple[str, str], Signature] | None = None
         self._recheck: set[tuple[str, str]] = set()  # files to read whatever their stat says
+        self._looked = False  # a read-only index was checked (and said stale) once
 
     def group(self, source: str, state: str = "") -> Group:
         return Group(self.layer, source, state)
@@ -129,6 +134,29 @@ class FileRows:
             self.sync(source, state, None)
             changed.add(source)
         return changed
+
+    def keep_up(
+        self, files: list[IndexedFile], progress: Callable[[int, int], None] | None = None
+    ) -> set[str]:
+        """:meth:`refresh` where this process may write the index; the sources that changed.
+
+        An index this process may not write (a store opened only to read: the CLI, with the
+        daemon down) is used as it is: no process but the daemon builds an index (a year of
+        notes would take minutes and a gigabyte). If it is not current, that is said once in
+        the log: what changed since it was written is searched as it was then."""
+        if self.index.writable:
+            return self.refresh(files, progress)
+        if not self._looked:
+            self._looked = True
+            stale = self.stale(files)
+            if stale:
+                log.warning(
+                    "the text index is not current: files changed since are searched as they"
+                    " were indexed (start the daemon, or run `cambium index rebuild`)",
+                    layer=self.layer,
+                    files=len(stale),
+                )
+        return set()
 
     def stale(self, files: list[IndexedFile]) -> list[tuple[str, str, str]]:
         """What :meth:`refresh` would change, without changing it: (source, state, why)."""

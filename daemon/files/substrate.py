@@ -104,7 +104,6 @@ class Substrate:
         self._terms: dict[Path, frozenset[str]] = {}
         self._refused: set[Path] = set()  # unreadable when read, until invalidated
         self._in_step = False  # the index and the dense side hold the listing
-        self._looked = False  # a read-only index was checked (and said stale) once
 
     # -- for the watcher -----------------------------------------------------------------
 
@@ -271,18 +270,7 @@ class Substrate:
         files = self._load()
         if self._in_step:
             return files
-        listed = self._indexed_files(files)
-        if self.rows.index.writable:
-            self.rows.refresh(listed, progress)
-        elif not self._looked:
-            stale = self.rows.stale(listed)
-            if stale:
-                log.warning(
-                    "the text index is not current: substrate files changed since are ranked"
-                    " as they were (start the daemon, or run `cambium index rebuild`)",
-                    files=len(stale),
-                )
-        self._looked = True
+        self.rows.keep_up(self._indexed_files(files), progress)
         if self._dense is not None:  # the dense side holds every file's lines
             for path in files:
                 self._text(path)
