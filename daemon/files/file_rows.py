@@ -111,11 +111,12 @@ class FileRows:
 
     def refresh(
         self, files: list[IndexedFile], progress: Callable[[int, int], None] | None = None
-    ) -> set[str]:
-        """Sync every file of ``files`` that changed and drop the groups of files gone; the
-        sources that changed. ``progress`` is told (files looked at, files) after each."""
+    ) -> bool:
+        """Sync every file of ``files`` that changed and drop the groups of files gone;
+        whether any group's texts changed. ``progress`` is told (files looked at, files)
+        after each."""
         known = dict(self._signatures())
-        changed: set[str] = set()
+        changed = False
         for done, file in enumerate(files, start=1):
             kept = known.pop((file.source, file.state), None)
             recheck = (file.source, file.state) in self._recheck
@@ -127,18 +128,18 @@ class FileRows:
                     self._write(self.group(file.source, file.state), [], [], signature)
                 else:
                     self.sync(file.source, file.state, data, offset=offset, signature=signature)
-                    changed.add(file.source)
+                    changed = True
             if progress is not None:
                 progress(done, len(files))
         for source, state in known:
             self.sync(source, state, None)
-            changed.add(source)
+            changed = True
         return changed
 
     def keep_up(
         self, files: list[IndexedFile], progress: Callable[[int, int], None] | None = None
-    ) -> set[str]:
-        """:meth:`refresh` where this process may write the index; the sources that changed.
+    ) -> bool:
+        """:meth:`refresh` where this process may write the index; whether any changed.
 
         An index this process may not write (a store opened only to read: the CLI, with the
         daemon down) is used as it is: no process but the daemon builds an index (a year of
@@ -156,7 +157,7 @@ class FileRows:
                     layer=self.layer,
                     files=len(stale),
                 )
-        return set()
+        return False
 
     def stale(self, files: list[IndexedFile]) -> list[tuple[str, str, str]]:
         """What :meth:`refresh` would change, without changing it: (source, state, why)."""

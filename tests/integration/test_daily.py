@@ -865,3 +865,48 @@ def test_a_redaction_marker_with_a_line_break_is_refused_and_nothing_is_rewritte
         daily.redact_archive({DAY: [1]}, marker)
     assert daily.path(DAY, archived=True).read_bytes() == before
     assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 1
+
+
+def test_a_redaction_is_refused_while_a_merge_of_the_day_is_half_done(tmp_path: Path) -> None:
+    """The merge's record counts the archive's bytes: a rewrite now would make the merge
+    append the wrong ones. The forget fails with this reason (what ``cambium failures``
+    shows) and is retried after the merge ends."""
+    daily = DailyLog(tmp_path)
+    daily.append(DAY, "the dentist on tuesday")
+    daily.archive(DAY)
+    daily.append(DAY, "the dentist again")
+    assert daily.claim(DAY) is not None
+    archive = daily.path(DAY, archived=True)
+    (archive.parent / f".{DAY.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
+    before = archive.read_bytes()
+    with pytest.raises(fs.RefusedFile) as refused:
+        daily.redact_archive({DAY: [1]}, "[forgotten: a]")
+    assert str(refused.value) == (
+        "[Errno 0] refused: a merge of this day is half done: '2026-04-11.md'"
+    )
+    assert archive.read_bytes() == before
+    daily.merge(DAY)
+    assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 1
+
+
+def test_a_redaction_counts_only_lines_it_changed_and_tells_what_was_there(
+    tmp_path: Path,
+) -> None:
+    """A day with no archive changes nothing; the listeners (the embeddings' upkeep) are
+    told the day's archived lines as they were, and the claim's after them."""
+    daily = DailyLog(tmp_path)
+    told: list[tuple[date, list[str], list[int]]] = []
+    daily.on_redact(lambda day, before, numbers: told.append((day, list(before), list(numbers))))
+    assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 0
+    daily.append(DAY, "the dentist on tuesday")
+    daily.append(DAY, "lunch after")
+    daily.archive(DAY)
+    assert daily.redact_archive({DAY - timedelta(days=1): [1]}, "[forgotten: a]") == 0
+    assert told == []
+    assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 1
+    assert told == [(DAY, ["the dentist on tuesday", "lunch after"], [1])]
+    assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 0  # already the marker
+    daily.append(DAY, "a new dentist")
+    assert daily.claim(DAY) is not None
+    assert daily.redact_archive({DAY: [2]}, "[forgotten: b]") == 1
+    assert told[-1] == (DAY, ["[forgotten: a]", "lunch after", "a new dentist"], [2])

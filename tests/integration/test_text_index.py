@@ -3,14 +3,16 @@ and the daily layer and marks kept in it incrementally."""
 
 from __future__ import annotations
 
+import os
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 from test_marks_store import T0, insert, make_mark
 
-from daemon.core.text_rows import DAILY, MARKS, Group
+from daemon.core.text_rows import DAILY, MARKS, SUBSTRATE, Group
 from daemon.files.daily import DailyLog
+from daemon.files.file_rows import FileRows, IndexedFile
 from daemon.search.index import TextIndex, row_of
 from daemon.search.memory_index import MemoryTextIndex
 from daemon.services.mark_search import MarkSearch
@@ -197,3 +199,55 @@ def test_a_read_only_store_is_ranked_from_as_it_is_even_when_stale(
         reader.close()
     now = store.read_sync(lambda tx: tx.text_index.digests(Group(DAILY, DAY.isoformat(), "live")))
     assert now == kept  # nothing written
+
+
+def test_files_left_mid_merge_are_indexed_as_recall_numbers_them(
+    store: Store, tmp_path: Path
+) -> None:
+    """An index built from the files (a rebuild, or a start on a new store) while a merge
+    was cut short: the archive's lines count up to the merge's record, the claim's follow
+    them, each line once; the progress is told for every file."""
+    daily = DailyLog(tmp_path)
+    daily.append(DAY, "first dentist visit")
+    daily.archive(DAY)
+    daily.append(DAY, "second dentist visit")
+    assert daily.claim(DAY) is not None
+    archive = daily.path(DAY, archived=True)
+    (archive.parent / f".{DAY.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
+    with archive.open("a") as cut_short:
+        cut_short.write("second dent")
+    daily.append(DAY, "third dentist visit")
+    expected = [
+        ("2026-04-11", "first dentist visit\nsecond dentist visit", (1, 2)),
+        ("2026-04-11", "third dentist visit", (1, 1)),
+    ]
+    for built in (daily_in(store, tmp_path), DailyLog(tmp_path)):
+        told: list[tuple[int, int]] = []
+        built.refresh(lambda done, files, told=told: told.append((done, files)))
+        assert told == [(1, 3), (2, 3), (3, 3)]  # live, archived, claimed
+        assert sorted(hits(built, "dentist")) == expected
+    daily.merge(DAY)  # the merge finishes: the same lines, now all archived
+    restarted = daily_in(store, tmp_path)
+    assert sorted(hits(restarted, "dentist")) == expected
+    assert restarted.stale() == []
+
+
+def test_a_touched_file_is_read_once_and_a_rechecked_one_once(tmp_path: Path) -> None:
+    """Size or mtime moved but the bytes did not: the file is read, nothing is written,
+    and the new signature is kept, so the next look reads nothing. A file the watcher
+    named is read once whatever its stat says. A file gone is said to be."""
+    note = tmp_path / "note.md"
+    note.write_text("the kettle broke\n")
+    rows = FileRows(MemoryTextIndex(), SUBSTRATE, lambda _, data, __: [(1, data.decode())])
+    listed = [IndexedFile(str(note), "", note.stat, lambda: (note.read_bytes(), 0))]
+    assert rows.refresh(listed) is True
+    assert (rows.reads, rows.refresh(listed)) == (1, False)
+    os.utime(note, ns=(note.stat().st_atime_ns, note.stat().st_mtime_ns + 10**9))
+    assert (rows.refresh(listed), rows.reads) == (False, 2)
+    assert (rows.refresh(listed), rows.reads) == (False, 2)
+    rows.recheck(str(note))
+    assert (rows.refresh(listed), rows.reads) == (False, 3)
+    assert (rows.refresh(listed), rows.reads) == (False, 3)
+    assert rows.stale([]) == [(str(note), "", "indexed, but gone")]
+    assert rows.refresh([]) is True
+    assert rows.index.candidates(SUBSTRATE, ["kettl"], 10) == []
