@@ -319,9 +319,9 @@ class DailyLog:
             if live is None:
                 return 0
             with live.subfolder(ARCHIVE, create=False) as archive:
+                if archive is None:
+                    return 0
                 for day, numbers in sorted(cited.items()):
-                    if archive is None:
-                        continue
                     redacted = self._redact_file(archive, day, set(numbers), marker)
                     if redacted:  # the index drops the old text (FTS5 'delete') at once
                         self._sync(archive, file_name(day), day, ARCHIVED)

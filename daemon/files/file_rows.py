@@ -59,7 +59,7 @@ class FileRows:
         self._recheck: set[tuple[str, str]] = set()  # files to read whatever their stat says
         self._looked = False  # a read-only index was checked (and said stale) once
 
-    def group(self, source: str, state: str = "") -> Group:
+    def group(self, source: str, state: str) -> Group:
         return Group(self.layer, source, state)
 
     def _signatures(self) -> dict[tuple[str, str], Signature]:
@@ -71,13 +71,12 @@ class FileRows:
         self, where: Group, rows: list[Row], removed: list[int], signature: Signature | None
     ) -> None:
         self.index.write(where, rows, removed, signature)
-        known = self._signatures()
         if signature is None:
-            known.pop((where.source, where.state), None)
+            self.forget(where.source, where.state)
         else:
-            known[(where.source, where.state)] = signature
+            self._signatures()[(where.source, where.state)] = signature
 
-    def forget(self, source: str, state: str = "") -> None:
+    def forget(self, source: str, state: str) -> None:
         """The group keeps no signature any more (its rows were moved or dropped)."""
         self._signatures().pop((source, state), None)
 
@@ -92,8 +91,8 @@ class FileRows:
         state: str,
         data: bytes | None,
         *,
-        offset: int = 0,
-        signature: Signature | None = None,
+        offset: int,
+        signature: Signature | None,
     ) -> None:
         """Make the group of the file hold ``data``'s texts (numbered after ``offset``);
         ``None``: the file is gone."""
@@ -132,7 +131,7 @@ class FileRows:
             if progress is not None:
                 progress(done, len(files))
         for source, state in known:
-            self.sync(source, state, None)
+            self.sync(source, state, None, offset=0, signature=None)
             changed = True
         return changed
 

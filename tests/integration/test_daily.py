@@ -861,7 +861,7 @@ def test_a_redaction_marker_with_a_line_break_is_refused_and_nothing_is_rewritte
     daily.append(DAY, "the dentist on tuesday")
     daily.archive(DAY)
     before = daily.path(DAY, archived=True).read_bytes()
-    with pytest.raises(ValueError, match="a marker must not contain a line break"):
+    with pytest.raises(ValueError, match=r"^a marker must not contain a line break$"):
         daily.redact_archive({DAY: [1]}, marker)
     assert daily.path(DAY, archived=True).read_bytes() == before
     assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 1
@@ -894,11 +894,15 @@ def test_a_redaction_counts_only_lines_it_changed_and_tells_what_was_there(
 ) -> None:
     """A day with no archive changes nothing; the listeners (the embeddings' upkeep) are
     told the day's archived lines as they were, and the claim's after them."""
-    daily = DailyLog(tmp_path)
+    daily = DailyLog(tmp_path / "daily")
+    tmp_path = tmp_path / "daily"
     told: list[tuple[date, list[str], list[int]]] = []
     daily.on_redact(lambda day, before, numbers: told.append((day, list(before), list(numbers))))
     assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 0
+    assert not tmp_path.exists()  # nothing is created to redact nothing
     daily.append(DAY, "the dentist on tuesday")
+    assert daily.redact_archive({DAY: [1]}, "[forgotten: a]") == 0
+    assert not (tmp_path / "archive").exists()
     daily.append(DAY, "lunch after")
     daily.archive(DAY)
     assert daily.redact_archive({DAY - timedelta(days=1): [1]}, "[forgotten: a]") == 0
@@ -910,3 +914,8 @@ def test_a_redaction_counts_only_lines_it_changed_and_tells_what_was_there(
     assert daily.claim(DAY) is not None
     assert daily.redact_archive({DAY: [2]}, "[forgotten: b]") == 1
     assert told[-1] == (DAY, ["[forgotten: a]", "lunch after", "a new dentist"], [2])
+    daily.merge(DAY)
+    daily.append(DAY + timedelta(days=1), "the dentist, the next day")
+    daily.archive(DAY + timedelta(days=1))
+    cited = {DAY: [2, 3], DAY + timedelta(days=1): [1]}
+    assert daily.redact_archive(cited, "[forgotten: c]") == 3  # counted over every day

@@ -139,8 +139,9 @@ def test_a_read_only_index_answers_as_it_is_and_says_when_it_is_stale(
             assert compost.search("cat", 10) == []
             compost.search("dog", 10)
         assert substrate.rows.reads == 1  # stale() hashed the new file
-        warned = [e["event"] for e in logs if e["log_level"] == "warning"]
-        assert len(warned) == 2 and all("not current" in event for event in warned)
+        warned = [e for e in logs if e["log_level"] == "warning"]
+        assert [(e["layer"], e["files"]) for e in warned] == [(SUBSTRATE, 1), (COMPOST, 1)]
+        assert all(e["event"].startswith("the text index is not current") for e in warned)
         assert substrate.stale() == [(str(tmp_path / "notes" / "new.md"), "not indexed")]
         assert compost.stale() == [(str(compost_dir / "a.json"), "changed since it was indexed")]
     finally:

@@ -238,7 +238,17 @@ def test_a_touched_file_is_read_once_and_a_rechecked_one_once(tmp_path: Path) ->
     named is read once whatever its stat says. A file gone is said to be."""
     note = tmp_path / "note.md"
     note.write_text("the kettle broke\n")
-    rows = FileRows(MemoryTextIndex(), SUBSTRATE, lambda _, data, __: [(1, data.decode())])
+
+    def texts(source: str, data: bytes, offset: int) -> list[tuple[int, str]]:
+        return list(enumerate(data.decode().splitlines(), start=1))
+
+    rows = FileRows(MemoryTextIndex(), SUBSTRATE, texts)
+    written: list[list[int]] = []
+    write = rows.index.write
+    rows.index.write = lambda where, new, *rest: (  # type: ignore[method-assign]
+        written.append([row.part for row in new]),
+        write(where, new, *rest),
+    )[-1]
     listed = [IndexedFile(str(note), "", note.stat, lambda: (note.read_bytes(), 0))]
     assert rows.refresh(listed) is True
     assert (rows.reads, rows.refresh(listed)) == (1, False)
@@ -248,6 +258,10 @@ def test_a_touched_file_is_read_once_and_a_rechecked_one_once(tmp_path: Path) ->
     rows.recheck(str(note))
     assert (rows.refresh(listed), rows.reads) == (False, 3)
     assert (rows.refresh(listed), rows.reads) == (False, 3)
+    note.write_text("the kettle broke\nwe bought a kettle\n")
+    assert rows.refresh(listed) is True
+    assert written == [[1], [], [], [2]]  # only the line that changed was written again
     assert rows.stale([]) == [(str(note), "", "indexed, but gone")]
     assert rows.refresh([]) is True
+    assert rows.refresh([]) is False  # dropped once
     assert rows.index.candidates(SUBSTRATE, ["kettl"], 10) == []
