@@ -138,7 +138,7 @@ class DailyLog:
                     with live.subfolder(ARCHIVE, create=False) as archive:
                         data = None if archive is None else archive.read(file_name(day))
         except RefusedFile as exc:
-            self._warn_once(exc)
+            self._warn_once(exc.filename, exc.strerror)
             return None
         return None if data is None else split_lines(data)
 
@@ -162,7 +162,7 @@ class DailyLog:
         A symlink, FIFO or device named like a day file is skipped with a warning."""
         folder = self.archive_directory if archived else self.directory
         if archived and os.path.islink(folder):
-            self._warn_once(RefusedFile(0, "refused: a symlink", str(folder)))
+            self._warn_once(folder, "refused: a symlink")
             return
         for entry in scan_directory(folder):
             if entry.name.endswith(SUFFIX):
@@ -175,7 +175,7 @@ class DailyLog:
                 except OSError:
                     continue  # gone since it was listed
                 if not regular:
-                    self._warn_once(RefusedFile(0, "refused: not a regular file", entry.path))
+                    self._warn_once(entry.path, "refused: not a regular file")
                     continue
                 yield day, entry
 
@@ -207,7 +207,7 @@ class DailyLog:
                 return False
             with open_folder(self.directory, create=True) as live:
                 assert live is not None
-                live.append(file_name(day), line.encode("utf-8") + b"\n")
+                live.append(file_name(day), line.encode() + b"\n")
                 self._sync(live, file_name(day), day, LIVE)
             return True
 
@@ -297,11 +297,11 @@ class DailyLog:
                 listener()
         return data
 
-    def _warn_once(self, problem: RefusedFile) -> None:
-        where = str(problem.filename)
+    def _warn_once(self, path: object, reason: str | None) -> None:
+        where = str(path)
         if where not in self._warned:
             self._warned.add(where)
-            log.warning("daily file skipped", path=where, reason=problem.strerror)
+            log.warning("daily file skipped", path=where, reason=reason)
 
     # -- forgetting ----------------------------------------------------------------------
 
@@ -334,7 +334,7 @@ class DailyLog:
             return 0
         if archive.kind(record_name(day)) is not None:
             raise RefusedFile(0, "refused: a merge of this day is half done", file_name(day))
-        redacted, changed = redacted_lines(data, numbers, marker.encode("utf-8"))
+        redacted, changed = redacted_lines(data, numbers, marker.encode())
         if changed:
             claimed = split_lines(archive.read(staging_name(day)) or b"")
             before = split_lines(archived_bytes(archive, day, data)) + claimed
@@ -384,27 +384,23 @@ class DailyLog:
                 claimed = archive.read(staging_name(day)) or b""
                 return self._archived(archive, day) + split_lines(claimed)
         except RefusedFile as exc:
-            self._warn_once(exc)
+            self._warn_once(exc.filename, exc.strerror)
             return []
 
     def _day_files(self) -> list[IndexedFile]:
         """Every live, archived and claimed file, as the index's upkeep looks at them."""
-        found = []
-        for archived in (False, True):
-            for day, entry in self._files(archived):
-                found.append(
-                    IndexedFile(
-                        day.isoformat(),
-                        ARCHIVED if archived else LIVE,
-                        partial(entry.stat, follow_symlinks=False),
-                        partial(self._indexed, day, ARCHIVED if archived else LIVE),
-                    )
-                )
-        for day, entry in self._claims():
-            stat = partial(entry.stat, follow_symlinks=False)
-            read = partial(self._indexed, day, CLAIMED)
-            found.append(IndexedFile(day.isoformat(), CLAIMED, stat, read))
-        return found
+        listed = [(LIVE, *file) for file in self._files(archived=False)]
+        listed += [(ARCHIVED, *file) for file in self._files(archived=True)]
+        listed += [(CLAIMED, *file) for file in self._claims()]
+        return [
+            IndexedFile(
+                day.isoformat(),
+                state,
+                partial(entry.stat, follow_symlinks=False),
+                partial(self._indexed, day, state),
+            )
+            for state, day, entry in listed
+        ]
 
     def _indexed(self, day: date, state: str) -> tuple[bytes, int]:
         """The bytes of the day's ``state`` file that the index holds, and the number of
@@ -416,15 +412,15 @@ class DailyLog:
                 if opened is not None:
                     data = opened.read(staging_name(day) if state == CLAIMED else file_name(day))
                 if opened is None or data is None:
-                    raise FileNotFoundError(state, day.isoformat())
+                    raise FileNotFoundError  # gone since it was listed: skipped
                 if state == ARCHIVED:
                     return archived_bytes(opened, day, data), 0
                 if state == CLAIMED:
                     return data, len(self._archived(opened, day))
                 return data, 0
         except RefusedFile as exc:  # a planted symlink or FIFO: skipped, never a failed recall
-            self._warn_once(exc)
-            raise FileNotFoundError(state, day.isoformat()) from exc
+            self._warn_once(exc.filename, exc.strerror)
+            raise FileNotFoundError from exc
 
     def _claims(self) -> Iterator[tuple[date, os.DirEntry[str]]]:
         """The claims not yet merged, by day."""

@@ -85,6 +85,11 @@ class FileRows:
         unchanged (a watcher saw it change); its hash still decides what is written."""
         self._recheck.add((source, state))
 
+    def drop(self, source: str, state: str) -> None:
+        """The file is gone: so are its group's rows and signature."""
+        self.index.drop(self.group(source, state))
+        self.forget(source, state)
+
     def sync(
         self,
         source: str,
@@ -96,11 +101,10 @@ class FileRows:
     ) -> None:
         """Make the group of the file hold ``data``'s texts (numbered after ``offset``);
         ``None``: the file is gone."""
-        where = self.group(source, state)
         if data is None:
-            self.index.drop(where)
-            self.forget(source, state)
+            self.drop(source, state)
             return
+        where = self.group(source, state)
         held = self.index.digests(where)
         texts = self._texts(source, data, offset)
         rows = [row_of(part, text) for part, text in texts if held.get(part) != digest_of(text)]
@@ -131,7 +135,7 @@ class FileRows:
             if progress is not None:
                 progress(done, len(files))
         for source, state in known:
-            self.sync(source, state, None, offset=0, signature=None)
+            self.drop(source, state)
             changed = True
         return changed
 

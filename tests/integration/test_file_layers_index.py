@@ -141,7 +141,10 @@ def test_a_read_only_index_answers_as_it_is_and_says_when_it_is_stale(
         assert substrate.rows.reads == 1  # stale() hashed the new file
         warned = [e for e in logs if e["log_level"] == "warning"]
         assert [(e["layer"], e["files"]) for e in warned] == [(SUBSTRATE, 1), (COMPOST, 1)]
-        assert all(e["event"].startswith("the text index is not current") for e in warned)
+        assert {e["event"] for e in warned} == {
+            "the text index is not current: files changed since are searched as they were"
+            " indexed (start the daemon, or run `cambium index rebuild`)"
+        }
         assert substrate.stale() == [(str(tmp_path / "notes" / "new.md"), "not indexed")]
         assert compost.stale() == [(str(compost_dir / "a.json"), "changed since it was indexed")]
     finally:

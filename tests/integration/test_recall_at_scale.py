@@ -100,9 +100,9 @@ def test_the_daemon_looks_for_hand_edited_daily_files_every_few_seconds(
     assert daily.search("tea", since=None, limit=5) != []  # the first search looks
     with (tmp_path / f"{DAY.isoformat()}.md").open("a") as file:
         file.write("coffee with Bruno\n")  # by hand
-    clock[0] += 4.9
+    clock[0] = 104.9
     assert daily.search("bruno", since=None, limit=5) == []
-    clock[0] += 0.2
+    clock[0] = 105.0  # five seconds after the last look
     assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
 
 

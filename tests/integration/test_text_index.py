@@ -8,6 +8,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from test_marks_store import T0, insert, make_mark
 
 from daemon.core.text_rows import DAILY, MARKS, SUBSTRATE, Group
@@ -189,12 +190,15 @@ def test_a_read_only_store_is_ranked_from_as_it_is_even_when_stale(
     reader = Store(store.url)  # never started: the CLI's read-only store
     try:
         daily = daily_in(reader, tmp_path)
+        changed: list[None] = []
+        daily.on_change(lambda: changed.append(None))
         assert [why for _, _, why in daily.stale()] == (
             ["changed since it was indexed"] if stale else []
         )
         assert [h[1] for h in hits(daily, "anna")] == ["tea with Anna"]
         assert hits(daily, "bruno") == []
         assert not isinstance(daily.rows.index, MemoryTextIndex)
+        assert changed == []  # nothing was written, so the dense side has nothing to do
     finally:
         reader.close()
     now = store.read_sync(lambda tx: tx.text_index.digests(Group(DAILY, DAY.isoformat(), "live")))
@@ -210,25 +214,29 @@ def test_files_left_mid_merge_are_indexed_as_recall_numbers_them(
     daily = DailyLog(tmp_path)
     daily.append(DAY, "first dentist visit")
     daily.archive(DAY)
-    daily.append(DAY, "second dentist visit")
+    daily.append(DAY, "the orthodontist called")
     assert daily.claim(DAY) is not None
     archive = daily.path(DAY, archived=True)
     (archive.parent / f".{DAY.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
     with archive.open("a") as cut_short:
-        cut_short.write("second dent")
+        cut_short.write("the orthod")
     daily.append(DAY, "third dentist visit")
-    expected = [
-        ("2026-04-11", "first dentist visit\nsecond dentist visit", (1, 2)),
-        ("2026-04-11", "third dentist visit", (1, 1)),
-    ]
+    expected = {
+        "dentist": [
+            ("2026-04-11", "first dentist visit", (1, 1)),
+            ("2026-04-11", "third dentist visit", (1, 1)),
+        ],
+        "orthodontist": [("2026-04-11", "the orthodontist called", (2, 2))],
+        "orthod": [],  # the bytes a cut-short merge appended are not the archive's yet
+    }
     for built in (daily_in(store, tmp_path), DailyLog(tmp_path)):
         told: list[tuple[int, int]] = []
         built.refresh(lambda done, files, told=told: told.append((done, files)))
         assert told == [(1, 3), (2, 3), (3, 3)]  # live, archived, claimed
-        assert sorted(hits(built, "dentist")) == expected
+        assert {query: sorted(hits(built, query)) for query in expected} == expected
     daily.merge(DAY)  # the merge finishes: the same lines, now all archived
     restarted = daily_in(store, tmp_path)
-    assert sorted(hits(restarted, "dentist")) == expected
+    assert {query: sorted(hits(restarted, query)) for query in expected} == expected
     assert restarted.stale() == []
 
 
@@ -265,3 +273,46 @@ def test_a_touched_file_is_read_once_and_a_rechecked_one_once(tmp_path: Path) ->
     assert rows.refresh([]) is True
     assert rows.refresh([]) is False  # dropped once
     assert rows.index.candidates(SUBSTRATE, ["kettl"], 10) == []
+
+
+def test_a_file_swapped_for_a_symlink_after_it_was_listed_is_skipped_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    """Another process may plant a symlink between the listing and the read: the search
+    goes on without that file (never a failed recall) and says so once."""
+    daily = DailyLog(tmp_path)
+    daily.append(DAY, "tea with Anna")
+    daily.archive(DAY)
+    daily.append(DAY, "coffee with Bruno")
+    (tmp_path / "elsewhere.md").write_text("a secret kept elsewhere\n")
+    fresh = DailyLog(tmp_path)
+    listed = fresh._day_files()
+    for path in (daily.path(DAY), daily.path(DAY, archived=True)):
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere.md")
+    with structlog.testing.capture_logs() as logs:
+        assert fresh.rows.refresh(listed) is False
+        assert fresh.numbered_lines(DAY, archived=True) == []
+        assert fresh.numbered_lines(DAY, archived=False) == []
+    assert hits(fresh, "secret") == []
+    warned = sorted((e["path"], e["reason"]) for e in logs if e["log_level"] == "warning")
+    assert warned == sorted(
+        (str(path), "refused: a symlink")
+        for path in (daily.path(DAY), daily.path(DAY, archived=True))
+    )
+
+
+def test_a_leftover_claim_claimed_again_leaves_the_new_live_lines_indexed(
+    store: Store, tmp_path: Path
+) -> None:
+    """A consolidation that died holding its claim is claimed again by the next one; the
+    lines appended meanwhile stay live, and searchable, without a look at the files."""
+    daily = DailyLog(tmp_path, index=StoreTextIndex(store), look_every=3600.0)
+    daily.append(DAY, "tea with Anna")
+    assert hits(daily, "anna") != []  # the one look at the files for the hour
+    assert daily.claim(DAY) is not None  # and the consolidation dies
+    daily.append(DAY, "coffee with Bruno")
+    leftover = daily.claim(DAY)
+    assert leftover is not None and leftover.leftover and leftover.lines == ["tea with Anna"]
+    assert hits(daily, "bruno") == [("2026-04-11", "coffee with Bruno", (1, 1))]
+    assert hits(daily, "anna") == [("2026-04-11", "tea with Anna", (1, 1))]
