@@ -75,6 +75,15 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     return engine
 
 
+def _use_wal(path: Path) -> None:
+    """Put the file in WAL mode once, before the writer's thread connects: a file the
+    migrations just made is in rollback-journal mode, and two first connections switching
+    it at once (the writer's and a reader's) can fail with "database is locked" at once,
+    busy timeout or not."""
+    with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+
+
 def _create_private(path: Path) -> None:
     """The database file, private to the user (0600 in a 0700 directory it creates); SQLite
     gives its -wal and -shm files the database file's mode."""
@@ -210,6 +219,7 @@ class Store:
         if self._file is not None and self._file.exists():
             info = self._file.stat()
             self._identity = (info.st_dev, info.st_ino)
+            _use_wal(self._file)
         self._writer.start()
 
     @property

@@ -62,6 +62,24 @@ def test_sqlite_is_wal_with_a_busy_timeout(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_just_migrated_file_is_in_wal_before_the_writer_connects(tmp_path: Path) -> None:
+    """The migrations leave a new file in rollback-journal mode: if the writer's and a
+    reader's first connections both switched it, one could fail at once with "database is
+    locked" (a daemon's first start, a test's store)."""
+    url = f"sqlite:///{tmp_path}/c.db"
+    upgrade(url)
+    with closing(sqlite3.connect(tmp_path / "c.db")) as before:
+        assert before.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    store = Store(url)
+    store.start()
+    try:
+        assert store._reader.pool.checkedin() == 0  # no reader has connected yet
+        with closing(sqlite3.connect(tmp_path / "c.db")) as after:
+            assert after.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        store.close()
+
+
 def durable_in_effect(tx: Tx) -> bool:
     """Whether the transaction open in ``tx`` will commit durably, read inside it."""
     return commits_durably(tx.connection.connection.driver_connection, tx.connection.dialect.name)
