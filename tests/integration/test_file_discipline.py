@@ -24,7 +24,7 @@ import pytest
 import structlog
 
 from daemon.files.daily import DailyLog
-from daemon.fs import Folder, RefusedFile, read_regular
+from daemon.fs import Folder, RefusedFile, make_private_file, read_regular
 
 DAY = date(2026, 4, 11)
 NAME = "2026-04-11.md"
@@ -307,6 +307,24 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path, follow_symlinks: boo
     refused = finishes(read)
     assert isinstance(refused, RefusedFile)
     assert refusal(refused) == (errno.EINVAL, "refused: not a regular file", str(fifo))
+
+
+def test_a_fifo_where_a_private_file_belongs_is_refused_naming_it(tmp_path: Path) -> None:
+    """The vector file and the model's cache are made with ``make_private_file``: a FIFO
+    planted at their path is refused at once, and the error says which path."""
+    fifo = tmp_path / "vectors.i8"
+    os.mkfifo(fifo, 0o644)
+
+    def make() -> object:
+        try:
+            return make_private_file(fifo)
+        except RefusedFile as exc:
+            return exc
+
+    refused = finishes(make)
+    assert isinstance(refused, RefusedFile)
+    assert refusal(refused) == (errno.EINVAL, "refused: not a regular file", str(fifo))
+    assert stat.S_IMODE(fifo.stat().st_mode) == 0o644  # left as it was
 
 
 def test_a_fifo_named_like_a_daily_file_is_skipped_by_search_and_refused_by_append(
