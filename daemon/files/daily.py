@@ -287,12 +287,11 @@ class DailyLog:
         except FileNotFoundError:
             stat = None
         data = folder.read(name)  # after the stat: a write in between is seen next time
+        # No merge is half done here (a merge syncs once it ended; a redaction is refused
+        # while one is), so the archive's bytes are all its own.
         if self.rows.index.writable:
-            indexed = data
-            if state == ARCHIVED and data is not None:
-                indexed = archived_bytes(folder, day, data)
-            signature = None if stat is None or indexed is None else signature_of(stat, indexed)
-            self.rows.sync(day.isoformat(), state, indexed, offset=offset, signature=signature)
+            signature = None if stat is None or data is None else signature_of(stat, data)
+            self.rows.sync(day.isoformat(), state, data, offset=offset, signature=signature)
             for listener in self._changed:
                 listener()
         return data
