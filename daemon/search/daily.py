@@ -213,11 +213,8 @@ def _named(query: str, speakers: set[str]) -> set[str]:
 
 def named_days(query: str) -> set[date]:
     """The calendar days ``query`` names, in English or ISO form."""
-    found = set()
-    for day, month, year in _DAY_MONTH_YEAR.findall(query):
-        found.add((year, month, day))
-    for month, day, year in _MONTH_DAY_YEAR.findall(query):
-        found.add((year, month, day))
+    found = [(year, month, day) for day, month, year in _DAY_MONTH_YEAR.findall(query)]
+    found += [(year, month, day) for month, day, year in _MONTH_DAY_YEAR.findall(query)]
     days = set()
     for year, month, day in found:
         number = _MONTHS.get(month.casefold())

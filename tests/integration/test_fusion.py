@@ -165,9 +165,19 @@ def test_a_question_naming_a_day_finds_that_days_lines(tmp_path: Path) -> None:
     for day in ("3 June, 2023", "June 3rd, 2023", "2023-06-03"):
         found = daily.search(question.format(day), since=None, limit=2)
         assert "2023-06-03" in [hit.date for hit in found], day
-    # The horizon still holds: a named day before it is not searched.
+    # The horizon still holds: a named day before it is not searched; the horizon's own is.
     late = daily.search(question.format("3 June, 2023"), since=date(2023, 6, 4), limit=2)
     assert [hit.date for hit in late] == ["2023-06-10"]
+    edge = daily.search(question.format("3 June, 2023"), since=date(2023, 6, 3), limit=2)
+    assert "2023-06-03" in [hit.date for hit in edge]
+    # A day that cannot be is passed over, not the days named after it; an archived day's
+    # lines are found as well as a live one's.
+    daily.archive(date(2023, 6, 3))
+    for days in ("31 June, 2023 or 3 June, 2023", "2023-06-31 or 2023-06-03"):
+        found = daily.search(question.format(days), since=None, limit=2)
+        assert ("2023-06-03", "Ben: joined the dog shelter as a volunteer") in [
+            (hit.date, hit.excerpt) for hit in found
+        ], days
 
 
 def test_a_question_naming_a_speaker_puts_what_they_said_first(tmp_path: Path) -> None:
