@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -10,6 +11,7 @@ import click
 
 from daemon.bus import RetryPolicy, SignalBus
 from daemon.core.signal import Signal
+from daemon.files.daily import DailyLog
 from daemon.store import Store
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
@@ -52,3 +54,15 @@ def commands(group: click.Group, path: str = "") -> list[tuple[str, click.Comman
         if isinstance(command, click.Group):
             found += commands(command, f"{path} {name}")
     return found
+
+
+def merge_half_done(daily: DailyLog, day: date, archived: str, claimed: str) -> Path:
+    """The day's archive holds ``archived``, a claim holds ``claimed``, and the merge's
+    record is written as a merge that then died would leave it; the archive's path."""
+    daily.append(day, archived)
+    daily.archive(day)
+    daily.append(day, claimed)
+    assert daily.claim(day) is not None
+    archive = daily.path(day, archived=True)
+    (archive.parent / f".{day.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
+    return archive

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import structlog
 from disk import Crash, Disk
+from support import merge_half_done
 
 from daemon import fs
 from daemon.core.days import InvalidDay, parse_day
@@ -872,12 +873,7 @@ def test_a_redaction_is_refused_while_a_merge_of_the_day_is_half_done(tmp_path: 
     append the wrong ones. The forget fails with this reason (what ``cambium failures``
     shows) and is retried after the merge ends."""
     daily = DailyLog(tmp_path)
-    daily.append(DAY, "the dentist on tuesday")
-    daily.archive(DAY)
-    daily.append(DAY, "the dentist again")
-    assert daily.claim(DAY) is not None
-    archive = daily.path(DAY, archived=True)
-    (archive.parent / f".{DAY.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
+    archive = merge_half_done(daily, DAY, "the dentist on tuesday", "the dentist again")
     before = archive.read_bytes()
     with pytest.raises(fs.RefusedFile) as refused:
         daily.redact_archive({DAY: [1]}, "[forgotten: a]")

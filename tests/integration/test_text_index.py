@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from support import merge_half_done
 from test_marks_store import T0, insert, make_mark
 
 from daemon.core.text_rows import DAILY, MARKS, SUBSTRATE, Group
@@ -212,12 +213,7 @@ def test_files_left_mid_merge_are_indexed_as_recall_numbers_them(
     was cut short: the archive's lines count up to the merge's record, the claim's follow
     them, each line once; the progress is told for every file."""
     daily = DailyLog(tmp_path)
-    daily.append(DAY, "first dentist visit")
-    daily.archive(DAY)
-    daily.append(DAY, "the orthodontist called")
-    assert daily.claim(DAY) is not None
-    archive = daily.path(DAY, archived=True)
-    (archive.parent / f".{DAY.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
+    archive = merge_half_done(daily, DAY, "first dentist visit", "the orthodontist called")
     with archive.open("a") as cut_short:
         cut_short.write("the orthod")
     daily.append(DAY, "third dentist visit")
