@@ -210,6 +210,8 @@ def test_seeds_wither_in_their_own_workspace_only(store: Store) -> None:
     assert store.read_sync(lambda tx: tx.seeds.withered_between("other", *week)) == 0
     after = (at, at + timedelta(days=7))
     assert store.read_sync(lambda tx: tx.seeds.withered_between("w", *after)) == 0
+    before = (at - timedelta(days=7), at - timedelta(seconds=1))
+    assert store.read_sync(lambda tx: tx.seeds.withered_between("w", *before)) == 0
 
 
 def test_a_rejection_can_be_undone_like_an_acceptance(store: Store) -> None:
@@ -332,6 +334,7 @@ def test_ending_and_forgetting_stamp_the_mark_and_wipe_its_evidence(store: Store
     ] * 2
     assert after["m1"].ended_at == ended, "it ended first: that date stands"
     assert after["m2"].ended_at == forgotten
+    assert {m.updated_at for m in after.values()} == {forgotten}  # what Loom sorts changes by
     [kept] = store.read_sync(lambda tx: tx.marks.reinforcements_of(["m2"]))["m2"]
     assert (kept.id, kept.evidence, kept.strength_delta) == ("rf1", {}, 0.2)
 
