@@ -382,6 +382,13 @@ def test_the_seeds_based_on_a_mark_are_those_naming_it_exactly(store: Store) -> 
     found = store.read_sync(lambda tx: tx.seeds.based_on("w", "m_1"))
     assert [s.id for s in found] == ["s1", "s5"]
     assert store.read_sync(lambda tx: tx.seeds.based_on("w", "m")) == []
+    # Planted in the same instant (one consolidation): by id, whatever the insert order.
+    plant_seeds(store, *(replace(seed(i, 5), based_on_marks=["m9"]) for i in ("s8", "s6", "s7")))
+    assert [s.id for s in store.read_sync(lambda tx: tx.seeds.based_on("w", "m9"))] == [
+        "s6",
+        "s7",
+        "s8",
+    ]
 
 
 def test_the_marks_citing_a_daily_file_cite_it_in_their_own_or_a_reinforcements_evidence(

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from support import T0, make_signal
 
 from daemon.store import DeliveriesPending, DeliveryCounts, NewSignal, Store, Stored, Tx
@@ -321,3 +322,38 @@ def test_the_types_and_sources_stored_each_once_in_order(store: Store) -> None:
         append(store, signal_type, n % 2)
     assert store.read_sync(lambda tx: tx.signals.types()) == ["test.ping", "test.pong"]
     assert store.read_sync(lambda tx: tx.signals.sources()) == ["source-0", "source-1"]
+
+
+def test_a_forget_redacts_the_failure_that_holds_its_text_and_no_other(store: Store) -> None:
+    store.write_sync(lambda tx: tx.signals.register("a", {"test.ping"}, T0))
+    for n in (1, 2):
+        append(store, "test.ping", n)
+
+    def fail_next(tx: Tx, error: str) -> None:
+        position, [first, *_] = tx.signals.next_deliveries("a", 1)
+        assert tx.signals.record_failure(first, position, error, T0, retry_at=None)
+
+    store.write_sync(lambda tx: fail_next(tx, "no room for the dentist on tuesday"))
+    store.write_sync(lambda tx: fail_next(tx, "disk full"))
+
+    def redact(value: Any) -> Any:
+        return value.replace("dentist", "[forgotten]") if isinstance(value, str) else value
+
+    assert store.write_sync(lambda tx: tx.signals.redact_failures(redact)) == 1
+    rows = store.read_sync(
+        lambda tx: tx.connection.execute(
+            text("SELECT last_error FROM delivery_failures ORDER BY seq")
+        ).all()
+    )
+    assert [error for (error,) in rows] == ["no room for the [forgotten] on tuesday", "disk full"]
+
+
+def test_deliveries_revived_out_of_order_come_back_in_log_order(store: Store) -> None:
+    store.write_sync(lambda tx: tx.signals.register("a", {"test.ping"}, T0))
+    stored = [append(store, "test.ping", n) for n in (1, 2, 3)]
+    for _ in stored:
+        store.write_sync(lambda tx: give_up_on_next(tx, "a"))
+    for revived in reversed(stored):  # the newest retried first
+        assert store.write_sync(lambda tx, s=revived: tx.signals.revive_dead(s.id, LATER)) == ["a"]
+    _, pending = store.read_sync(lambda tx: tx.signals.next_deliveries("a", 10))
+    assert [(d.seq, d.revived) for d in pending] == [(s.seq, True) for s in stored]
