@@ -149,6 +149,22 @@ class TextRows:
         """Rows are deleted and inserted, never updated: the FTS5 triggers see both."""
         for chunk in in_chunks([*removed, *(row.part for row in written)]):
             self.connection.execute(delete(rows).where(_group(group), rows.c.part.in_(chunk)))
+        self._insert([(group, row) for row in written])
+        self._forget_file(group)
+        if signature is not None:
+            self.connection.execute(
+                insert(files).values(
+                    layer=group.layer,
+                    source=group.source,
+                    state=group.state,
+                    size=signature.size,
+                    mtime_ns=signature.mtime_ns,
+                    sha256=signature.sha256,
+                )
+            )
+
+    def _insert(self, written: Sequence[tuple[Group, Row]]) -> None:
+        """Insert rows in one statement (a statement per row costs more than the row)."""
         if written:
             self.connection.execute(
                 insert(rows),
@@ -164,20 +180,8 @@ class TextRows:
                         "digest": row.digest,
                         "speaker": row.speaker,
                     }
-                    for row in written
+                    for group, row in written
                 ],
-            )
-        self._forget_file(group)
-        if signature is not None:
-            self.connection.execute(
-                insert(files).values(
-                    layer=group.layer,
-                    source=group.source,
-                    state=group.state,
-                    size=signature.size,
-                    mtime_ns=signature.mtime_ns,
-                    sha256=signature.sha256,
-                )
             )
 
     def move(self, source: Group, target: Group, shift: int) -> None:
@@ -299,8 +303,12 @@ class TextRows:
             )
             self.connection.execute(delete(pending).where(pending.c.mark_id.in_(chunk)))
         kept = [mark for mark in done if not mark.forgotten and mark.workspace_id]
-        for mark, row in zip(kept, written, strict=True):
-            self.write(Group(MARKS, mark.id, scope=mark.workspace_id), [row], [], None)
+        self._insert(
+            [
+                (Group(MARKS, mark.id, scope=mark.workspace_id), row)
+                for mark, row in zip(kept, written, strict=True)
+            ]
+        )
 
     def optimize(self) -> None:
         """After a forget (SQLite): rewrite the marks' FTS5 index without what was deleted."""
