@@ -4,6 +4,8 @@ conversion. Skipped, with the reason, when the extra is not installed."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,13 @@ from semantic_model import DAILY, MODEL, QUESTION, TOKENIZER, embedding, semanti
 @pytest.fixture(scope="module")
 def embedder() -> embedding.OnnxEmbedder:
     return embedding.OnnxEmbedder(MODEL, TOKENIZER, model_id=embedding.DEFAULT_MODEL_ID, threads=1)
+
+
+@pytest.fixture(scope="module")
+def int8_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model the daemon runs: the packaged one with int8 products."""
+    converted: Path = embedding.quantized_model(MODEL, tmp_path_factory.mktemp("m") / "int8.onnx")
+    return converted
 
 
 def test_the_model_places_a_paraphrase_nearer_than_unrelated_lines(
@@ -43,3 +52,36 @@ def test_the_model_converted_to_int8_products_keeps_the_meaning(
     # Converted once: a second start uses the file as it is.
     written = converted.stat().st_mtime_ns
     assert embedding.quantized_model(MODEL, converted).stat().st_mtime_ns == written
+
+
+# A child measures the high-water mark of its own model calls: a fresh process, the
+# embedder loaded and warmed up first, the mark reset before the batch.
+_PEAK_OF_A_BATCH = """
+import ctypes, sys
+from pathlib import Path
+from daemon.search.embedding import OnnxEmbedder
+model, tokenizer, words = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+def status(field):
+    text = Path("/proc/self/status").read_text()
+    return int(text.split(field + ":")[1].split()[0]) * 1024
+embedder = OnnxEmbedder(model, tokenizer, model_id="int8", threads=1)
+embedder.embed(["warm up"])
+ctypes.CDLL("libc.so.6").malloc_trim(0)
+before = status("VmRSS")
+Path("/proc/self/clear_refs").write_text("5")
+embedder.embed([" ".join(["memory"] * words)] * 32)
+print(status("VmHWM") - before)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("words", [62, 126])
+def test_a_batch_of_long_texts_stays_within_the_memory_cap(words: int, int8_model: Path) -> None:
+    peak = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_A_BATCH, str(int8_model), str(TOKENIZER), str(words)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # 32 texts of 64 and of 128 tokens: 135 and 393 MB in one call, were they not split.
+    assert int(peak.stdout) <= embedding.DEFAULT_MEMORY_BYTES
