@@ -33,7 +33,6 @@ class PayloadError(Undeliverable, ValueError):
     """The payload breaks the receptor's contract (so retrying cannot help)."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
         super().__init__(f"payload.{field}: {message}")
 
 
