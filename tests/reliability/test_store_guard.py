@@ -65,9 +65,9 @@ def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path: Path) -> None:
 
 def test_a_corrupt_database_is_named_as_such(tmp_path: Path) -> None:
     home = DaemonHome(tmp_path)
-    with running(home):
+    with running(home), home.client() as client:
         for n in range(300):
-            home.post("/v1/signals", observation("guard", n))
+            client.post("/v1/signals", json=observation("guard", n), timeout=30)
         assert home.stop(signal.SIGTERM) == 0  # the last connection checkpoints the WAL
     database = tmp_path / "cambium.db"
     data = bytearray(database.read_bytes())
