@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal as signal_module
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -589,6 +591,10 @@ async def test_a_failed_attempt_is_logged_and_scheduled_by_the_bus_clock(store: 
             assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
     [failed] = [line for line in logs if line["event"] == "delivery failed"]
     assert (failed["receptor"], failed["attempt"], failed["outcome"]) == ("flaky", 1, "retrying")
+    assert failed["signal_type"] == "test.ping"
+    # The worker waited out the delay itself: its loop did not fail and fall back on the
+    # store's pause.
+    assert not [line for line in logs if line["event"] == "delivery loop error"]
     assert 0.1 <= failed["retry_in"] <= 0.2  # half the ceiling, plus jitter up to the other half
     assert (pending.status, pending.attempts, pending.last_error) == (
         "pending",
@@ -816,3 +822,23 @@ def test_the_retry_policy_decides_when_to_try_again_and_when_to_give_up() -> Non
     assert decision.retry_at == T0 + timedelta(seconds=decision.delay)
     assert policy.decide(RuntimeError("flaky"), 3, T0) is None  # the last attempt failed
     assert policy.decide(Undeliverable("never"), 1, T0) is None  # retrying cannot help
+
+
+@pytest.mark.asyncio
+async def test_instants_are_stored_in_utc_whatever_the_machines_time_zone(store: Store) -> None:
+    """The emit's own insert writes SQLite's instants as text: a machine in Berlin must not
+    store its local time as UTC."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Europe/Berlin"
+    time.tzset()
+    try:
+        async with SignalBus(store, [Recorder(store)], clock=lambda: T0) as bus:
+            stored = await bus.emit(signal())
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+    read = store.read_sync(lambda tx: tx.signals.get(stored.id))
+    assert read is not None and read.stored_at == T0

@@ -19,6 +19,7 @@ from alembic.runtime.migration import MigrationContext
 from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import SQLModel
 from support import FAST_RETRY, T0
 
@@ -26,6 +27,7 @@ from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
 from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
 from daemon.store.migrate import current_revision, head_revision, upgrade
+from daemon.store.writer import MAX_CONFLICT_RETRIES
 from daemon.testing import drained
 
 
@@ -398,3 +400,51 @@ def test_a_sqlite_file_is_checked_before_the_daemon_uses_it(tmp_path: Path) -> N
     database.write_bytes(b"this is not SQLite, just some text\n" * 200)
     with pytest.raises(StoreCorrupt, match="is not a usable SQLite database"):
         check_sqlite_file(url)
+
+
+class _DriverError(Exception):
+    """What psycopg raises, as far as the writer looks: an error with an SQLSTATE."""
+
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"SQLSTATE {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "runs"),
+    [("40P01", 2), ("40001", 2), ("23505", 1)],
+    ids=["deadlock", "serialization", "unique"],
+)
+@pytest.mark.asyncio
+async def test_a_deadlock_victim_is_run_again_and_other_errors_are_not(
+    store: Store, sqlstate: str, runs: int
+) -> None:
+    """PostgreSQL rolls a deadlock's or a serialisation conflict's victim back whole, so
+    the writer runs it again; any other error goes to the caller after one run."""
+    tries: list[int] = []
+
+    def job(tx: Tx) -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise OperationalError("UPDATE t", {}, _DriverError(sqlstate))
+        return "done"
+
+    if runs == 1:
+        with pytest.raises(OperationalError, match=sqlstate):
+            await store.write(job)
+    else:
+        assert await store.write(job) == "done"
+    assert len(tries) == runs
+
+
+@pytest.mark.asyncio
+async def test_a_victim_is_run_again_three_times_at_most(store: Store) -> None:
+    tries: list[int] = []
+
+    def job(tx: Tx) -> None:
+        tries.append(1)
+        raise OperationalError("UPDATE t", {}, _DriverError("40P01"))
+
+    with pytest.raises(OperationalError):
+        await store.write(job)
+    assert len(tries) == 1 + MAX_CONFLICT_RETRIES
