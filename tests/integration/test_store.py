@@ -292,6 +292,43 @@ async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(store: 
 
 
 @pytest.mark.asyncio
+async def test_more_writes_than_a_batch_holds_are_all_committed(store: Store) -> None:
+    """A full batch is committed and the writer goes on: it stops only when told to."""
+    store.write_sync(lambda tx: tx.connection.execute(text("CREATE TABLE t (n INTEGER)")))
+    writes = 2 * store._writer.max_batch + 100
+
+    async def insert(n: int) -> None:
+        await store.write(
+            lambda tx: tx.connection.execute(text("INSERT INTO t VALUES (:n)"), {"n": n}),
+            durable=False,
+        )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for n in range(writes):
+                tg.start_soon(insert, n)
+    with anyio.fail_after(10):
+        await insert(-1)  # the writer is still there after a batch it filled
+    count = store.read_sync(
+        lambda tx: tx.connection.execute(text("SELECT count(*) FROM t")).scalar_one()
+    )
+    assert count == writes + 1
+
+
+def test_the_writer_stops_without_an_error_in_its_thread(tmp_path: Path) -> None:
+    upgrade(f"sqlite:///{tmp_path / 'c.db'}")
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    store.start()
+    failures: list[threading.ExceptHookArgs] = []
+    previous, threading.excepthook = threading.excepthook, failures.append
+    try:
+        store.close()
+    finally:
+        threading.excepthook = previous
+    assert failures == []
+
+
+@pytest.mark.asyncio
 async def test_a_write_submitted_while_the_writer_stops_is_refused_not_stranded(
     store: Store,
 ) -> None:
