@@ -22,15 +22,14 @@ run: $(RUN_STAMP)
 	$(BIN)/cambium run $(if $(CONFIG),--config $(CONFIG))
 
 # Everything, on both cores: tests/unit, tests/integration, tests/acceptance (the real
-# `cambium` process) and tests/reliability. worksteal: a worker that runs out takes tests
-# queued on the other, so no long test waits at the end behind a worker's first share.
+# `cambium` process) and tests/reliability.
 test: $(STAMP)
-	$(BIN)/pytest -n 2 --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
 
 # The inner loop: the unit and integration tests and the in-process reliability ones, on
 # both cores; nothing that starts `cambium` as a subprocess.
 test-fast: $(STAMP)
-	$(BIN)/pytest tests/unit tests/integration tests/reliability -m "not subprocess" -n 2 --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit tests/integration tests/reliability -m "not subprocess" -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
