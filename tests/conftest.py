@@ -44,12 +44,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 TESTS = Path(__file__).parent
 SCOPES = ("unit", "integration", "acceptance", "reliability")
-_FIRST = ("acceptance", "reliability", "integration", "unit", None)
-
-
-def _scope(item: pytest.Item) -> str | None:
-    folders = item.path.relative_to(TESTS).parts[:-1]
-    return folders[0] if folders and folders[0] in SCOPES else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,14 +51,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # so `make test-fast` (-m "not subprocess") leaves it out. Elsewhere a test that starts a
     # child process says so itself with @pytest.mark.subprocess.
     for item in items:
-        scope = _scope(item)
+        folders = item.path.relative_to(TESTS).parts[:-1]
+        scope = folders[0] if folders and folders[0] in SCOPES else None
         if scope is not None:
             item.add_marker(scope)
         if scope == "acceptance":
             item.add_marker(pytest.mark.subprocess)
-    # The long tests first (each file keeps its order): with -n 2 the last tests to run are
-    # then short ones, and no worker waits alone on a 30-second test at the end.
-    items.sort(key=lambda item: _FIRST.index(_scope(item)))
     if config.getoption("--long"):
         return
     skip = pytest.mark.skip(reason="long run: pass --long to include it")
