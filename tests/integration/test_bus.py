@@ -842,3 +842,13 @@ async def test_instants_are_stored_in_utc_whatever_the_machines_time_zone(store:
         time.tzset()
     read = store.read_sync(lambda tx: tx.signals.get(stored.id))
     assert read is not None and read.stored_at == T0
+
+
+@pytest.mark.asyncio
+async def test_closing_a_bus_twice_stops_it_once(store: Store) -> None:
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [Recorder(store)]) as bus:
+            await bus.close()
+            assert not bus.accepting
+        # the context's exit closed it again: nothing more happened
+    assert [line["event"] for line in logs].count("bus stopped") == 1
