@@ -33,7 +33,10 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not in
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     pytest.skip(f"browser tests need Chromium and its driver: {INSTALL}", allow_module_level=True)
 
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoAlertPresentException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as arrived  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
@@ -419,7 +422,8 @@ def test_loom_acts_in_chromium(home: DaemonHome, door: str, shots: Path, javascr
         assert "now accepted" in arriving(browser, "review-outcome").text
         shoot(browser, shots, f"seed-{name}", whole=True)
         browser.find_element(By.ID, "undo").click()
-        WebDriverWait(browser, 30).until(
+        # The old page's outcome can be found just before the new page replaces it.
+        WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda b: "Undo sent" in b.find_element(By.ID, "review-outcome").text
         )
         assert "now pending" in browser.find_element(By.ID, "review-outcome").text
