@@ -49,6 +49,7 @@ from pathlib import Path
 import structlog
 
 from daemon.core.days import InvalidDay, parse_day
+from daemon.core.lines import lines_between, split_lines
 from daemon.core.text_rows import ARCHIVED, CLAIMED, LIVE
 from daemon.files.daily_merge import SUFFIX as SUFFIX  # the day files' suffix, for others
 from daemon.files.daily_merge import (
@@ -58,7 +59,6 @@ from daemon.files.daily_merge import (
     merge,
     record_name,
     redacted_lines,
-    split_lines,
     staging_name,
 )
 from daemon.files.daily_rows import DailyRows
@@ -99,7 +99,7 @@ class DailyLog:
         self.archive_directory = self.directory / ARCHIVE
         self._lock = threading.Lock()  # append, claim, merge and the index's rows
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
-        self._index = DailyIndex(self.rows.index, self.numbered_lines, dense)
+        self._index = DailyIndex(self.rows.index, self.numbered_bytes, dense)
         # A look for hand-edited files stats every file (~30 ms in three years of notes);
         # what this instance writes, it indexes as it writes.
         self._look_every = look_every
@@ -128,6 +128,10 @@ class DailyLog:
     def read(self, day: date, *, archived: bool = False) -> list[str] | None:
         """The day's lines (without line endings), or ``None`` if there is no such file
         (or only something that is not a regular file, which is skipped with a warning)."""
+        data = self._bytes(day, archived)
+        return None if data is None else split_lines(data)
+
+    def _bytes(self, day: date, archived: bool) -> bytes | None:
         try:
             with open_folder(self.directory, create=False) as live:
                 if live is None:
@@ -140,7 +144,7 @@ class DailyLog:
         except RefusedFile as exc:
             self._warn_once(exc.filename, exc.strerror)
             return None
-        return None if data is None else split_lines(data)
+        return data
 
     def position(self, day: date) -> int:
         """How many lines the day holds in all: archived, claimed and live. Appends only
@@ -186,10 +190,13 @@ class DailyLog:
             raise InvalidDay(f"invalid daily file {daily_file!r}: expected YYYY-MM-DD{SUFFIX}")
         day = parse_day(daily_file.removesuffix(SUFFIX))
         start, end = line_range
+        if not 1 <= start <= end:
+            return None
         for archived in (False, True):
-            lines = self.read(day, archived=archived)
-            if lines is not None and 1 <= start <= end <= len(lines):
-                return DailyHit(day.isoformat(), "\n".join(lines[start - 1 : end]), (start, end))
+            data = self._bytes(day, archived)  # split only up to the range (recall: 10 files)
+            lines = None if data is None else lines_between(data, start, end)
+            if lines is not None:
+                return DailyHit(day.isoformat(), "\n".join(lines), (start, end))
         return None
 
     # -- writing -------------------------------------------------------------------------
@@ -374,23 +381,34 @@ class DailyLog:
     def numbered_lines(self, day: date, archived: bool) -> list[str]:
         """The day's live lines, or its archived and claimed lines in archive order: as
         the index numbers them."""
+        return split_lines(self.numbered_bytes(day, archived))
+
+    def numbered_bytes(self, day: date, archived: bool) -> bytes:
+        """The bytes :meth:`numbered_lines` splits (a search splits only what it shows)."""
         if not archived:
-            return self.read(day) or []
+            return self._bytes(day, archived=False) or b""
         try:
             with open_folder(self.archive_directory, create=False) as archive:
                 if archive is None:
-                    return []
+                    return b""
+                kept = archived_bytes(archive, day, archive.read(file_name(day)) or b"")
                 claimed = archive.read(staging_name(day)) or b""
-                return self._archived(archive, day) + split_lines(claimed)
         except RefusedFile as exc:
             self._warn_once(exc.filename, exc.strerror)
-            return []
+            return b""
+        if claimed and kept and not kept.endswith(b"\n"):
+            kept += b"\n"  # the archive's last line ends where the claim's first begins
+        return kept + claimed
 
     def _day_files(self) -> list[IndexedFile]:
-        """Every live, archived and claimed file, as the index's upkeep looks at them."""
-        listed = [(LIVE, *file) for file in self._files(archived=False)]
-        listed += [(ARCHIVED, *file) for file in self._files(archived=True)]
-        listed += [(CLAIMED, *file) for file in self._claims()]
+        """Every live, archived and claimed file, as the index's upkeep looks at them:
+        oldest day first, each day's files in line order (archive, claim, live), so that an
+        index built from scratch numbers its rows as appends do, and a recall's recent days
+        are a narrow window of them (see :mod:`daemon.store.text_index`)."""
+        listed = [(day, 0, ARCHIVED, entry) for day, entry in self._files(archived=True)]
+        listed += [(day, 1, CLAIMED, entry) for day, entry in self._claims()]
+        listed += [(day, 2, LIVE, entry) for day, entry in self._files(archived=False)]
+        listed.sort(key=lambda file: file[:2])
         return [
             IndexedFile(
                 day.isoformat(),
@@ -398,7 +416,7 @@ class DailyLog:
                 partial(entry.stat, follow_symlinks=False),
                 partial(self._indexed, day, state),
             )
-            for state, day, entry in listed
+            for day, _, state, entry in listed
         ]
 
     def _indexed(self, day: date, state: str) -> tuple[bytes, int]:

@@ -94,19 +94,10 @@ def merge(archive: Folder, day: date) -> bool:
     return True
 
 
-def split_lines(data: bytes) -> list[str]:
-    """Lines split on ``\\n`` only, so numbering matches what an editor shows; a final
-    newline ends the last line rather than opening an empty one."""
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
 def redacted_lines(data: bytes, numbers: set[int], marker: bytes) -> tuple[bytes, int]:
-    """``data`` with its lines ``numbers`` (1-indexed, as :func:`split_lines` numbers them)
-    replaced by ``marker``, each keeping its line ending, and how many changed."""
+    """``data`` with its lines ``numbers`` (1-indexed, as
+    :func:`~daemon.core.lines.split_lines` numbers them) replaced by ``marker``, each keeping
+    its line ending, and how many changed."""
     lines = data.split(b"\n")
     changed = 0
     for number in sorted(numbers):

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
 
+from daemon.core.lines import lines_between
 from daemon.core.text_rows import DAILY, LIVE, Candidate
 from daemon.search.fusion import (
     DENSE_CANDIDATES,
@@ -86,8 +87,9 @@ class DailyHit:
 # Where a line lives: its day, whether it is numbered as the archive numbers it, and its
 # 1-indexed line number.
 LineKey = tuple[date, bool, int]
-# The lines of a day's live file (False) or of its archive and claim, in archive order.
-LineSource = Callable[[date, bool], Sequence[str]]
+# The bytes of a day's live file (False) or of its archive and claim, in archive order,
+# which :func:`~daemon.core.lines.lines_between` numbers as the index does.
+LineSource = Callable[[date, bool], bytes]
 
 # How many candidate lines the index is asked for, chosen by the query's terms that no more
 # lines than this hold (:func:`~daemon.search.index.selective`): on a corpus like LoCoMo's
@@ -120,9 +122,9 @@ class DailyIndex:
         ``limit`` hits are filled; taken lines adjacent in a file form one hit, ranked by
         its best line.
         """
-        files: dict[tuple[date, bool], Sequence[str]] = {}
+        files: dict[tuple[date, bool], bytes] = {}
 
-        def lines(day: date, archived: bool) -> Sequence[str]:
+        def lines(day: date, archived: bool) -> bytes:
             if (day, archived) not in files:
                 files[(day, archived)] = self._read_lines(day, archived)
             return files[(day, archived)]
@@ -134,14 +136,13 @@ class DailyIndex:
         # rather than sorting every matching line.
         heapq.heapify(candidates)
         ranked = (heapq.heappop(candidates)[-1] for _ in range(len(candidates)))
-        return [
-            DailyHit(
-                span.day.isoformat(),
-                "\n".join(lines(span.day, span.archived)[span.start - 1 : span.end]),
-                (span.start, span.end),
+        hits = []
+        for span in _spans(ranked, limit):
+            shown = lines_between(lines(span.day, span.archived), span.start, span.end)
+            hits.append(
+                DailyHit(span.day.isoformat(), "\n".join(shown or ()), (span.start, span.end))
             )
-            for span in _spans(ranked, limit)
-        ]
+        return hits
 
     def _scores(self, query: str, since: date | None, lines: LineSource) -> dict[LineKey, float]:
         """Every candidate line's score: the rankings described in :meth:`search`, fused."""
@@ -198,8 +199,8 @@ def _said(key: LineKey, speakers: dict[LineKey, str | None], lines: LineSource) 
     if key in speakers:
         return speakers[key]
     day, archived, number = key
-    held = lines(day, archived)
-    name = speaker(held[number - 1]) if number <= len(held) else None
+    held = lines_between(lines(day, archived), number, number)
+    name = None if held is None else speaker(held[0])
     return None if name is None else name.casefold()
 
 

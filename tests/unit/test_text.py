@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from daemon.core.text_rows import Candidate, Statistics
+from daemon.search import index as text_index
 from daemon.search.text import Index, query_terms, terms, words
 
 
@@ -86,3 +90,21 @@ def test_a_filter_narrows_results_without_changing_scores() -> None:
     narrowed = index.scores("lunch anna", where=lambda key: key != 0)
     assert narrowed == {key: score for key, score in everything.items() if key != 0}
     assert set(everything) == {0, 1, 2}
+
+
+def test_a_long_rows_kept_term_counts_score_as_counting_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """BM25 over whole files keeps a long row's term counts for the next query; the scores
+    are those of counting the row's terms every time."""
+    long_row = " ".join(["lake", "tea", "lake", *(f"w{n}" for n in range(text_index.LONG_ROW))])
+    rows = [
+        Candidate("a.md", "", 0, long_row, len(long_row.split()), None),
+        Candidate("b.md", "", 0, "lake swim", 2, None),
+    ]
+    stats = Statistics(10, 200, {"lake": 3, "tea": 1})
+    wanted = ["lake", "tea", "absent"]
+    kept = [text_index.bm25(rows, wanted, stats, 0.75) for _ in range(2)]  # counted, then kept
+    monkeypatch.setattr(text_index, "LONG_ROW", 10_000)  # every row counted again
+    assert kept[0] == kept[1] == text_index.bm25(rows, wanted, stats, 0.75)
+    assert kept[0][0] > kept[0][1] > 0
