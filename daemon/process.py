@@ -10,6 +10,7 @@ period, exit. It never forks; systemd or launchd supervise it.
 
 from __future__ import annotations
 
+import gc
 import signal
 import socket
 from contextlib import AsyncExitStack
@@ -146,6 +147,10 @@ async def _prepare_recall(memory: Memory) -> None:
         await anyio.to_thread.run_sync(memory.prepare_search)
     except Exception:  # recall indexes on demand instead; the daemon keeps running
         log.exception("preparing recall (the text index) failed")
+    # What the start made (modules, the app, the layers' caches) lives as long as the
+    # daemon: out of the collector's sight, a full collection walks only what was made
+    # since, instead of pausing a recall for 35-45 ms (measured at 1M lines).
+    gc.freeze()
 
 
 async def _watchdog(store: Store, interval: float) -> None:

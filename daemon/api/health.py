@@ -107,5 +107,8 @@ async def report(services: Services) -> dict[str, Any]:
         "deliveries": {"pending": counts.pending, "dead": counts.dead},
         "rhythms": {name: iso(at) if at else None for name, at in services.next_fires().items()},
         "substrate": {"watched_files": [str(f) for f in files]},
+        # "preparing" while the start brings the text index up to date (minutes after an
+        # upgrade of years of notes): recall answers meanwhile, from what is indexed.
+        "index": "ready" if services.memory.prepared.is_set() else "preparing",
         **embedding,
     }

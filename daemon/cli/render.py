@@ -374,6 +374,8 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
         ("rhythms", rhythms),
         ("substrate", Text("\n".join([plural(len(watched), "watched file"), *watched]))),
     ]
+    if health.get("index") == "preparing":  # an older daemon says nothing: it is ready
+        shown.append(("index", "preparing: recall answers from what is indexed so far"))
     embedding = health.get("embedding")
     if embedding:  # semantic recall on
         shown.append(

@@ -186,4 +186,5 @@ class Health(_Answer):
     deliveries: dict[str, int]
     rhythms: dict[str, datetime | None]
     substrate: dict[str, list[str]]
+    index: str = "ready"  # or "preparing": the start is bringing the text index up to date
     embedding: Embedding | None = None  # only with semantic recall on

@@ -18,9 +18,11 @@ and a process that only reads the store (the CLI) reads it as it is.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
@@ -28,6 +30,7 @@ from daemon.config import Config, ConfigError, LLMConfig, RecallConfig
 from daemon.core.clock import iso
 from daemon.core.records import ENDED_MARK_STATES, Mark
 from daemon.core.strength import Strength, strength
+from daemon.core.text_rows import LAYERS
 from daemon.core.vectors import Coverage
 from daemon.files.compost import Compost, CompostHit
 from daemon.files.daily import DailyLog
@@ -49,6 +52,9 @@ DEFAULT_DAILY_HORIZON = timedelta(days=7)
 # How often (seconds) the daemon's recall looks for daily files a person edited by hand:
 # its own writes are indexed as they are made, and a look stats every file.
 HAND_EDITS_LOOK = 5.0
+# How often (seconds) recall looks for marks another process queued (see
+# :meth:`Memory.index_new_marks`).
+MARKS_LOOK = 1.0
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,13 @@ class Memory:
     # Set when the daemon stops: a preparation in flight (after an upgrade, building the
     # index of years of notes takes minutes) stops at its next file or chunk.
     stopping: threading.Event = field(default_factory=threading.Event)
+    # Set once a preparation has brought everything up to date (health says "ready"):
+    # until then recall answers from what is indexed so far.
+    prepared: threading.Event = field(default_factory=threading.Event)
+    monotonic: Callable[[], float] = time.monotonic
+    # This process's writer's transactions and the clock when a recall last indexed the
+    # marks' queue (see :meth:`index_new_marks`).
+    _marks_indexed: tuple[int, float] | None = field(default=None, init=False)
 
     @classmethod
     def from_config(cls, config: Config, store: Store, *, daemon: bool = False) -> Memory:
@@ -199,7 +212,7 @@ class Memory:
         changed, the marks queued) ahead of the first recall; with semantic recall on, wake
         the embedding worker for what changed. Returns early, between two files or chunks
         of marks, once :attr:`stopping` is set (what was written stays: the next start
-        resumes)."""
+        resumes); sets :attr:`prepared` once it went through."""
 
         def go_on(*_: int) -> None:
             if self.stopping.is_set():
@@ -211,10 +224,30 @@ class Memory:
             go_on()
             self.substrate.prepare_search()
             self.compost.refresh()
+            for layer in LAYERS:
+                go_on()
+                self.store.read_sync(partial(_keep_common_counts, layer))
         except _Stopped:
             return
+        self.prepared.set()
         if self.semantic is not None and self.semantic.worker is not None:
             self.semantic.worker.wake()
+
+    def index_new_marks(self) -> None:
+        """:meth:`index_marks` before a recall, unless this process's writer has run no
+        transaction since the last time and that was under ``MARKS_LOOK`` seconds ago.
+
+        Only writes queue marks: those of this process's writer are indexed before the
+        next recall, those of another process (a daemon of the fleet, a command run while
+        this daemon was down) within ``MARKS_LOOK`` seconds, and meanwhile a recall ranks
+        what is queued (:class:`MarkSearch`), so no answer changes. What it saves is a
+        write transaction (SQLite: the write lock) per recall."""
+        seen = (self.store.commits, self.monotonic())
+        last = self._marks_indexed
+        if last is not None and last[0] == seen[0] and seen[1] - last[1] < MARKS_LOOK:
+            return
+        self.index_marks()
+        self._marks_indexed = seen
 
     def index_marks(self, between: Callable[[], None] | None = None) -> None:
         """Index the marks queued since the last look (where this process may write); new
@@ -223,6 +256,10 @@ class Memory:
             worker = None if self.semantic is None else self.semantic.worker
             if worker is not None:
                 worker.wake()
+
+
+def _keep_common_counts(layer: str, tx: Tx) -> None:
+    tx.text_index.keep_common_counts(layer)
 
 
 def semantic_recall(config: RecallConfig, store: Store, daemon: bool) -> SemanticRecall | None:
@@ -288,7 +325,7 @@ def _marks(
         states += ENDED_MARK_STATES
 
     workspace = query.workspace or memory.workspace
-    memory.index_marks()
+    memory.index_new_marks()
 
     def read(tx: Tx) -> list[MarkHit]:
         # Under the subject prefix, or saying a word of the query.

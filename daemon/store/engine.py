@@ -46,7 +46,16 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
         return create_engine(url, pool_pre_ping=True, isolation_level=isolation)
     if writer and parsed.database and parsed.database != ":memory:":
         _create_private(Path(parsed.database).expanduser())
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    in_memory = parsed.database in (None, "", ":memory:")
+    # A file's pool is last in, first out: recalls one after another take the connection
+    # whose page cache the last one warmed (first in, first out, they went round every
+    # pooled connection, each reading the index's pages again). A database in memory has
+    # one connection a thread.
+    engine = create_engine(
+        url,
+        connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
+        **({} if in_memory else {"pool_use_lifo": True}),
+    )
     begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
     @event.listens_for(engine, "connect")

@@ -60,6 +60,7 @@ _SQLITE_FREQUENCIES = {
     )
     for layer in LAYERS
 }
+_SQLITE_VOCABULARY = {layer: text(f"SELECT term, doc FROM text_vocab_{layer}") for layer in LAYERS}
 _POSTGRES_CANDIDATES = text(
     f"SELECT {_FIELDS} FROM text_rows AS r, to_tsquery('simple', :query) AS q"
     f" WHERE r.layer = :layer AND r.tsv @@ q{_FILTERS}"
@@ -255,6 +256,26 @@ class TextRows:
         known.update({term: n for term, n in counted.items() if n >= _KEPT_FROM})
         frequencies = {term: n for term in wanted if (n := known.get(term) or counted.get(term))}
         return Statistics(int(documents), int(total_length), frequencies)
+
+    def keep_common_counts(self, layer: str) -> int:
+        """Count every term of ``layer`` in one pass and keep the common ones' counts (see
+        ``_KEPT_FROM``), so that no recall is the first to count a common term: one pass
+        over a layer's vocabulary took 0.6 s in three years of notes, where a recall that
+        counted a common term first took 25-45 ms more. Done where none are kept (a first
+        preparation, or once the layer grew by 1%); SQLite only (PostgreSQL counts a term
+        with its GIN index when asked). How many counts are kept."""
+        if self.connection.dialect.name != "sqlite":
+            return 0
+        documents = self.connection.execute(
+            select(totals.c.documents).where(totals.c.layer == layer)
+        ).scalar_one()
+        known = _known_frequencies(self.connection, layer, int(documents))
+        if known:
+            return len(known)
+        for term, count in self.connection.execute(_SQLITE_VOCABULARY[layer]):
+            if count >= _KEPT_FROM and len(known) < _MOST_TERMS:
+                known[term] = int(count)
+        return len(known)
 
     def _count(self, layer: str, terms: list[str]) -> dict[str, int]:
         """How many rows of ``layer`` hold each of ``terms`` (those held by none left out)."""

@@ -129,3 +129,13 @@ async def test_counts_another_process_changed_are_read_again_within_a_second(
     now[0] += 0.1  # another daemon on the same database may have changed them by now
     await counts.get()
     assert counts.reads == 2
+
+
+@pytest.mark.asyncio
+async def test_health_says_the_index_is_preparing_until_the_start_has_brought_it_up_to_date(
+    store: Store, tmp_path: Path
+) -> None:
+    async with serving(store, tmp_path, notes_with(tmp_path, "a.md")) as (api, memory, _):
+        assert (await api.get("/v1/health")).json()["index"] == "preparing"
+        memory.prepare_search()
+        assert (await api.get("/v1/health")).json()["index"] == "ready"

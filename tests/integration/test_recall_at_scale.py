@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import anyio
 import pytest
+from sqlalchemy import select
+from support import T0
 from test_marks_store import insert, make_mark
 
 from daemon.core.text_rows import DAILY, MARKS, Group, Statistics
@@ -19,10 +23,11 @@ from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.file_rows import FileRows
 from daemon.files.substrate import Substrate
+from daemon.schema.recall import RecallQuery
 from daemon.search import daily as daily_search
 from daemon.search.index import row_of, selective
 from daemon.services.mark_search import MarkSearch
-from daemon.services.recall import Memory
+from daemon.services.recall import Memory, recall
 from daemon.store import Store, StoreTextIndex, text_index
 from daemon.store.text_index import TextRows
 
@@ -134,6 +139,118 @@ def test_a_start_stops_indexing_at_its_next_file_when_the_daemon_stops(
     monkeypatch.setattr(FileRows, "sync", slow_sync)
     memory.prepare_search()
     assert len(synced) == 3  # stopped after the file in hand, not after all twenty
+    assert not memory.prepared.is_set()  # health: "preparing"
     memory.stopping.clear()
     memory.prepare_search()  # the next start: the rest
     assert len(synced) == 20
+    assert memory.prepared.is_set()
+
+
+def memory_of(store: Store, daily: Path, *, monotonic: Any = None) -> Memory:
+    memory = Memory(
+        store,
+        Substrate([]),
+        DailyLog(daily, index=StoreTextIndex(store)),
+        Compost(daily / "compost"),
+        "w",
+        ZoneInfo("Europe/Berlin"),
+    )
+    if monotonic is not None:
+        memory.monotonic = monotonic
+    return memory
+
+
+def test_a_recall_within_a_horizon_finds_exactly_the_lines_of_the_days_it_covers(
+    store: Store,
+) -> None:
+    """The engine ranks only the window of ids the horizon's days hold: a day edited by hand
+    long after (its rows numbered among the recent ones) is still left out, and every line
+    of the covered days is still found."""
+    index = StoreTextIndex(store)
+    days = [(DAY - timedelta(days=n)).isoformat() for n in range(4)]  # newest first
+    index.write(Group(DAILY, days[3], "archived"), [row_of(1, "lake at dawn")], [], None)
+    index.write(Group(DAILY, days[1], "archived"), [row_of(1, "lake swim")], [], None)
+    index.write(Group(DAILY, days[2], "archived"), [row_of(1, "lake by hand")], [], None)
+    index.write(Group(DAILY, days[0], "live"), [row_of(n, "the lake") for n in (1, 2)], [], None)
+
+    def found(since: date) -> list[tuple[str, int]]:
+        return sorted(
+            (c.source, c.part)
+            for c in index.candidates(DAILY, ["lake"], 10, since=since.isoformat())
+        )
+
+    assert found(DAY - timedelta(days=1)) == [(days[1], 1), (days[0], 1), (days[0], 2)]
+    assert found(DAY) == [(days[0], 1), (days[0], 2)]
+    assert found(DAY + timedelta(days=1)) == []
+
+
+def test_an_index_built_from_scratch_numbers_its_rows_oldest_day_first(
+    store: Store, tmp_path: Path
+) -> None:
+    """As appends number them, so that a recall's recent days are a narrow window of ids."""
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    days = [DAY - timedelta(days=n) for n in range(12)]
+    for day in days[2:]:
+        (archive / f"{day.isoformat()}.md").write_text(f"archived {day}\n")
+    (archive / f".{days[1].isoformat()}.md.incoming").write_text("claimed\n")
+    for day in days[:2]:
+        (tmp_path / f"{day.isoformat()}.md").write_text(f"live {day}\n")
+    DailyLog(tmp_path, index=StoreTextIndex(store)).refresh()
+    rows = text_index.rows
+    numbered = store.read_sync(
+        lambda tx: list(
+            tx.connection.execute(
+                select(rows.c.source, rows.c.state).where(rows.c.layer == DAILY).order_by(rows.c.id)
+            )
+        )
+    )
+    expected = [(day.isoformat(), "archived") for day in reversed(days[2:])]
+    expected += [(days[1].isoformat(), "claimed"), (days[1].isoformat(), "live")]
+    assert [tuple(row) for row in numbered] == [*expected, (days[0].isoformat(), "live")]
+
+
+def test_the_start_counts_the_common_terms_so_that_no_recall_is_the_first_to(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(text_index, "_KEPT_FROM", 3)
+    memory = memory_of(store, tmp_path)
+    for line in ("Anna: tea", "Anna: lake", "Anna: bread", "Ben: lake"):
+        memory.daily.append(DAY, line)
+    counted: list[list[str]] = []
+    count = TextRows._count
+
+    def recording_count(self: TextRows, layer: str, terms: list[str]) -> dict[str, int]:
+        counted.append(terms)
+        return count(self, layer, terms)
+
+    monkeypatch.setattr(TextRows, "_count", recording_count)
+    memory.prepare_search()
+    counted.clear()
+    found = store.read_sync(lambda tx: tx.text_index.statistics(DAILY, ["anna", "lake"]))
+    if store.dialect == "sqlite":
+        assert counted == [["lake"]]  # "anna", in three lines, was counted by the start
+    assert found.frequencies == {"anna": 3, "lake": 2}
+
+
+def test_a_recall_indexes_the_marks_queue_after_a_write_of_its_own_or_a_second(
+    store: Store, tmp_path: Path
+) -> None:
+    """A recall takes no write transaction for an empty queue; what another process queued
+    is found meanwhile all the same (a recall ranks the queue)."""
+    clock = [50.0]
+    memory = memory_of(store, tmp_path, monotonic=lambda: clock[0])
+    query = RecallQuery(about="kettle", layers=["marks"], workspace="w")
+    assert recall(query, memory, T0).marks == []
+    insert(store, make_mark("mk_other", "user.home.kettle"))  # another process's write
+    clock[0] = 50.5
+    assert [h.mark.id for h in recall(query, memory, T0).marks] == ["mk_other"]  # the queue
+    assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 1  # not indexed yet
+    clock[0] = 51.0  # a second after the last look
+    assert [h.mark.id for h in recall(query, memory, T0).marks] == ["mk_other"]
+    assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 0
+    own = make_mark("mk_own", "user.office.kettle")
+    anyio.run(partial(store.write, lambda tx: tx.marks.insert([own])))  # this daemon's writer
+    clock[0] = 51.1
+    assert sorted(h.mark.id for h in recall(query, memory, T0).marks) == ["mk_other", "mk_own"]
+    assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 0  # indexed at once
