@@ -141,9 +141,9 @@ class Compost:
         wanted = list(query_terms(query))
         groups: dict[_Learning, tuple[float, set[str]]] = {}
         with self._lock:
-            self._refresh()
+            files = self._refresh()
             index = self.rows.index
-            found = index.candidates(COMPOST, wanted, CANDIDATES) if wanted else []
+            found = index.candidates(COMPOST, wanted, CANDIDATES) if wanted and files else []
             scores = bm25(found, wanted, index.statistics(COMPOST, wanted), B) if found else []
             for candidate, score in zip(found, scores, strict=True):
                 learned = self._learning(candidate.source, candidate.part, candidate.terms)
@@ -167,11 +167,13 @@ class Compost:
         with self._lock:
             self._refresh(progress)
 
-    def _refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
+    def _refresh(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """How many files there are (none: nothing to search)."""
         files = self._files()
         for gone in self._learned.keys() - {file.source for file in files}:
             del self._learned[gone]
         self.rows.keep_up(files, progress)
+        return len(files)
 
     def stale(self) -> list[tuple[str, str]]:
         """The files the index is not in step with: (path, why)."""

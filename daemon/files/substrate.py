@@ -182,8 +182,11 @@ class Substrate:
                 ranked = _fused(lexical, similar, position, limit)
             texts = {path: text for path in ranked if (text := self._text(path)) is not None}
             # Each file is shown by its best matching line; a file found by meaning alone,
-            # by its most similar line.
-            best = _best_lines(self._lines.scores(query, where=lambda key: key[0] in texts))
+            # by its most similar line (its lines as _read numbered them).
+            shown = [
+                (path, n) for path, text in texts.items() for n in range(len(text.splitlines()))
+            ]
+            best = _best_lines(self._lines.scores(query, among=shown))
             held = {path: self._terms[path] for path in texts}
         for path, number in _best_lines(similar).items():
             best.setdefault(path, number)

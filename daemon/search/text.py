@@ -20,7 +20,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Generic, TypeVar
@@ -149,10 +149,11 @@ class Index(Generic[K]):
             if not posting:
                 del self._postings[term]
 
-    def scores(self, query: str, *, where: Callable[[K], bool] | None = None) -> dict[K, float]:
-        """The score of every document holding a query term (and accepted by ``where``).
-        Term statistics cover the whole index, so ``where`` narrows the results without
-        changing how rare a word is considered."""
+    def scores(self, query: str, *, among: Sequence[K] | None = None) -> dict[K, float]:
+        """The score of every document holding a query term (of those ``among``, if given:
+        the lines of the few files a search shows, rather than every posting of the query's
+        terms). Term statistics cover the whole index, so ``among`` narrows the results
+        without changing how rare a word is considered."""
         count = len(self._documents)
         if count == 0:
             return {}
@@ -165,9 +166,12 @@ class Index(Generic[K]):
             if not posting:
                 continue
             idf = math.log(1 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
-            for key, tf in posting.items():
-                if where is not None and not where(key):
-                    continue
+            held = (
+                posting.items()
+                if among is None
+                else [(key, tf) for key in among if (tf := posting.get(key))]
+            )
+            for key, tf in held:
                 norm = K1 * (1 - b + b * documents[key].length / average_length)
                 scores[key] = scores.get(key, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
         return scores
@@ -181,11 +185,9 @@ class Index(Generic[K]):
         counts = document.counts
         return tuple(word for term, word in query_terms(query).items() if term in counts)
 
-    def search(
-        self, query: str, limit: int, *, where: Callable[[K], bool] | None = None
-    ) -> list[Match[K]]:
+    def search(self, query: str, limit: int) -> list[Match[K]]:
         """The ``limit`` best matches, most relevant first; equal scores keep index order."""
-        scores = self.scores(query, where=where)
+        scores = self.scores(query)
         best = heapq.nsmallest(
             limit, scores, key=lambda key: (-scores[key], self._documents[key].order)
         )

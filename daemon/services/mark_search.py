@@ -69,8 +69,7 @@ class MarkSearch:
             return []  # nothing to look for
         wanted = list(query_terms(about))
         choosing = selective(wanted, tx.text_index.statistics(MARKS, wanted), CHOOSING)
-        rows = tx.text_index.candidates(MARKS, choosing, MAX_HITS, scope=workspace)
-        found = [row.source for row in rows]
+        found = tx.text_index.candidate_sources(MARKS, choosing, MAX_HITS, scope=workspace)
         found += [mark for mark in _queued_matches(tx, workspace, about) if mark not in found]
         if self._dense is None:
             return found[:MAX_HITS]

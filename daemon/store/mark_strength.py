@@ -85,6 +85,11 @@ _SCORING_COLUMNS = (
 )
 
 
+_SCORING_BY_ID = select(
+    *_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state, marks.c.provenance
+).where(marks.c.id.in_(bindparam("ids", expanding=True)))
+
+
 class MarkStrength:
     """The marks matching a recall and their strength, inside the transaction of
     ``connection``."""
@@ -152,10 +157,9 @@ class MarkStrength:
     ) -> list[Scored]:
         """Like :meth:`score`, for the marks with these ids. Looked up by primary key alone
         (then filtered here), so no plan can scan a whole workspace for a few ids."""
-        columns = (*_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state, marks.c.provenance)
         rows: list[Any] = []
         for chunk in in_chunks(mark_ids):
-            rows += self.connection.execute(select(*columns).where(marks.c.id.in_(chunk))).all()
+            rows += self.connection.execute(_SCORING_BY_ID, {"ids": chunk}).all()
         kept = [
             tuple(row)[: len(_SCORING_COLUMNS)]
             for row in rows

@@ -30,6 +30,8 @@ from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instant
 
 __all__ = ["MARK_STATES", "Marks", "Scored", "fingerprint"]
 
+_BY_IDS = select(marks).where(marks.c.id.in_(bindparam("ids", expanding=True)))
+
 
 @dataclass(frozen=True, slots=True)
 class MarkText:
@@ -95,7 +97,7 @@ class Marks(MarkStrength):
             return []
         found = {
             row.id: Mark.from_row(row._mapping)
-            for row in self.connection.execute(select(marks).where(marks.c.id.in_(mark_ids)))
+            for row in self.connection.execute(_BY_IDS, {"ids": list(mark_ids)})
         }
         return [found[i] for i in mark_ids if i in found]
 

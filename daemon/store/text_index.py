@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -27,7 +28,10 @@ files = TextFileTable.__table__  # type: ignore[attr-defined]
 totals = TextTotalsTable.__table__  # type: ignore[attr-defined]
 pending = TextPendingTable.__table__  # type: ignore[attr-defined]
 
+# What a candidate is read as: whole (a layer ranks it), or by its source alone (the
+# marks: a mark's id, ranked by strength afterwards).
 _FIELDS = "r.source, r.state, r.part, r.terms, r.length, r.speaker"
+_SOURCE = "r.source"
 _FILTERS = (
     " AND (CAST(:scope AS TEXT) IS NULL OR r.scope = :scope)"
     " AND (CAST(:since AS TEXT) IS NULL OR r.source >= :since)"
@@ -43,14 +47,15 @@ _SINCE_WINDOW = (
     " AND (SELECT max(id) FROM text_rows WHERE layer = '{layer}' AND source >= :since)"
 )
 # The FTS5 table and vocabulary of each layer (fixed names, never from input); candidates
-# without and with a ``since``.
+# read whole or by source, without and with a ``since``.
 _SQLITE_CANDIDATES = {
-    (layer, windowed): text(
-        f"SELECT {_FIELDS} FROM text_fts_{layer} JOIN text_rows AS r"
+    (fields, layer, windowed): text(
+        f"SELECT {fields} FROM text_fts_{layer} JOIN text_rows AS r"
         f" ON r.id = text_fts_{layer}.rowid WHERE text_fts_{layer} MATCH :query"
         + (_SINCE_WINDOW.format(layer=layer) if windowed else "")
         + f"{_FILTERS} ORDER BY text_fts_{layer}.rank LIMIT :limit"
     )
+    for fields in (_FIELDS, _SOURCE)
     for layer in LAYERS
     for windowed in (False, True)
 }
@@ -61,11 +66,14 @@ _SQLITE_FREQUENCIES = {
     for layer in LAYERS
 }
 _SQLITE_VOCABULARY = {layer: text(f"SELECT term, doc FROM text_vocab_{layer}") for layer in LAYERS}
-_POSTGRES_CANDIDATES = text(
-    f"SELECT {_FIELDS} FROM text_rows AS r, to_tsquery('simple', :query) AS q"
-    f" WHERE r.layer = :layer AND r.tsv @@ q{_FILTERS}"
-    " ORDER BY ts_rank(r.tsv, q) DESC, r.id LIMIT :limit"
-)
+_POSTGRES_CANDIDATES = {
+    fields: text(
+        f"SELECT {fields} FROM text_rows AS r, to_tsquery('simple', :query) AS q"
+        f" WHERE r.layer = :layer AND r.tsv @@ q{_FILTERS}"
+        " ORDER BY ts_rank(r.tsv, q) DESC, r.id LIMIT :limit"
+    )
+    for fields in (_FIELDS, _SOURCE)
+}
 _POSTGRES_FREQUENCIES = text(
     "SELECT t.term, (SELECT count(*) FROM text_rows AS r WHERE r.layer = :layer"
     " AND r.tsv @@ to_tsquery('simple', quote_literal(t.term)))"
@@ -109,6 +117,20 @@ def _known_frequencies(connection: Connection, layer: str, documents: int) -> di
         kept = layers[layer] = _Frequencies(documents, {})
     return kept.terms
 
+
+# Built once, as every statement a recall runs: building one costs more than SQLite takes
+# to answer the smaller ones.
+_TOTALS = select(totals.c.documents, totals.c.total_length).where(
+    totals.c.layer == bindparam("layer")
+)
+_QUEUED = select(pending.c.mark_id).order_by(pending.c.mark_id).limit(bindparam("limit")).subquery()
+_PENDING = select(
+    _QUEUED.c.mark_id,
+    marks.c.workspace_id,
+    marks.c.subject,
+    marks.c.observation,
+    marks.c.state == "forgotten",
+).outerjoin(marks, marks.c.id == _QUEUED.c.mark_id)
 
 _UNINDEXED = select(marks.c.id).where(
     marks.c.state != "forgotten",
@@ -231,25 +253,38 @@ class TextRows:
         scope: str | None = None,
         since: str | None = None,
     ) -> list[Candidate]:
+        found = self._candidates(_FIELDS, layer, wanted, limit, scope, since)
+        return [Candidate(*row) for row in found]
+
+    def candidate_sources(
+        self, layer: str, wanted: Sequence[str], limit: int, *, scope: str | None = None
+    ) -> list[str]:
+        """The sources of :meth:`candidates`, best first (a mark's id, whose other columns
+        its ranking by strength does not read)."""
+        return [source for (source,) in self._candidates(_SOURCE, layer, wanted, limit, scope)]
+
+    def _candidates(
+        self,
+        fields: str,
+        layer: str,
+        wanted: Sequence[str],
+        limit: int,
+        scope: str | None,
+        since: str | None = None,
+    ) -> Sequence[Any]:
         if not wanted:
             return []
         filters = {"scope": scope, "since": since, "limit": limit}
         if self.connection.dialect.name == "sqlite":
             query = " OR ".join(f'"{term}"' for term in wanted)  # terms are letters and digits
-            found = self.connection.execute(
-                _SQLITE_CANDIDATES[(layer, since is not None)], {"query": query, **filters}
-            )
-        else:
-            query = " | ".join(f"'{term}'" for term in wanted)
-            found = self.connection.execute(
-                _POSTGRES_CANDIDATES, {"query": query, "layer": layer, **filters}
-            )
-        return [Candidate(*row) for row in found.all()]
+            statement = _SQLITE_CANDIDATES[(fields, layer, since is not None)]
+            return self.connection.execute(statement, {"query": query, **filters}).all()
+        query = " | ".join(f"'{term}'" for term in wanted)
+        statement = _POSTGRES_CANDIDATES[fields]
+        return self.connection.execute(statement, {"query": query, "layer": layer, **filters}).all()
 
     def statistics(self, layer: str, wanted: Sequence[str]) -> Statistics:
-        documents, total_length = self.connection.execute(
-            select(totals.c.documents, totals.c.total_length).where(totals.c.layer == layer)
-        ).one()
+        documents, total_length = self.connection.execute(_TOTALS, {"layer": layer}).one()
         known = _known_frequencies(self.connection, layer, int(documents))
         missing = [term for term in dict.fromkeys(wanted) if term not in known]
         counted = self._count(layer, missing) if missing else {}
@@ -266,9 +301,7 @@ class TextRows:
         with its GIN index when asked). How many counts are kept."""
         if self.connection.dialect.name != "sqlite":
             return 0
-        documents = self.connection.execute(
-            select(totals.c.documents).where(totals.c.layer == layer)
-        ).scalar_one()
+        documents = self.connection.execute(_TOTALS, {"layer": layer}).one()[0]
         known = _known_frequencies(self.connection, layer, int(documents))
         if known:
             return len(known)
@@ -300,17 +333,11 @@ class TextRows:
 
     def pending_marks(self, limit: int) -> list[MarkToIndex]:
         """Up to ``limit`` queued marks with what is indexed of them."""
-        queued = select(pending.c.mark_id).order_by(pending.c.mark_id).limit(limit).subquery()
-        query = select(
-            queued.c.mark_id,
-            marks.c.workspace_id,
-            marks.c.subject,
-            marks.c.observation,
-            marks.c.state == "forgotten",
-        ).outerjoin(marks, marks.c.id == queued.c.mark_id)
         return [
             MarkToIndex(mark_id, workspace or "", subject or "", observation or "", bool(gone))
-            for mark_id, workspace, subject, observation, gone in self.connection.execute(query)
+            for mark_id, workspace, subject, observation, gone in self.connection.execute(
+                _PENDING, {"limit": limit}
+            )
         ]
 
     def count_pending(self) -> int:

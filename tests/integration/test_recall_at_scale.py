@@ -44,14 +44,16 @@ def test_terms_held_by_more_rows_than_asked_for_do_not_choose() -> None:
 def recording(monkeypatch: pytest.MonkeyPatch, layer: str) -> list[list[str]]:
     """The terms each candidates query of ``layer`` asks the store for, from now on."""
     asked: list[list[str]] = []
-    original = TextRows.candidates
+    original = TextRows._candidates
 
-    def candidates(self: TextRows, of: str, wanted: Sequence[str], *args: Any, **kw: Any) -> Any:
+    def candidates(
+        self: TextRows, fields: str, of: str, wanted: Sequence[str], *args: Any, **kw: Any
+    ) -> Any:
         if of == layer:
             asked.append(list(wanted))
-        return original(self, of, wanted, *args, **kw)
+        return original(self, fields, of, wanted, *args, **kw)
 
-    monkeypatch.setattr(TextRows, "candidates", candidates)
+    monkeypatch.setattr(TextRows, "_candidates", candidates)
     return asked
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from contextlib import closing
@@ -19,7 +21,7 @@ from alembic.runtime.migration import MigrationContext
 from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import SQLModel
 from support import FAST_RETRY, T0
 
@@ -485,3 +487,59 @@ async def test_a_victim_is_run_again_three_times_at_most(store: Store) -> None:
     with pytest.raises(OperationalError):
         await store.write(job)
     assert len(tries) == 1 + MAX_CONFLICT_RETRIES
+
+
+def test_a_process_that_never_closed_its_store_still_exits(tmp_path: Path) -> None:
+    """The writer's thread does not keep a process alive: a command that opened the store
+    and failed before closing it exits all the same, instead of hanging at its exit."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    upgrade(url)
+    program = f"from daemon.store import Store\nStore({url!r}).start()\nprint('started')\n"
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=30
+    )
+    assert (done.returncode, done.stdout) == (0, "started\n")
+
+
+@pytest.mark.asyncio
+async def test_the_writer_sets_sqlites_durability_only_when_it_changes(
+    tmp_path: Path,
+) -> None:
+    """One PRAGMA when a batch's durability differs from the last one's, none per commit."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    upgrade(url)
+    store = Store(url)
+    pragmas: list[str] = []
+
+    @event.listens_for(store._writer.engine, "connect")
+    def trace(dbapi_connection: Any, _: Any) -> None:
+        dbapi_connection.set_trace_callback(
+            lambda sql: pragmas.append(sql) if sql.startswith("PRAGMA synchronous=") else None
+        )
+
+    store.start()
+    try:
+        for durable in (True, True, True, False, False, True):
+            assert await store.write(durable_in_effect, durable=durable) is durable
+    finally:
+        store.close()
+    full, normal = "PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL"
+    assert pragmas == [full, normal, full]
+
+
+@pytest.mark.asyncio
+async def test_a_driver_error_on_an_emits_insert_is_raised_as_sqlalchemys(store: Store) -> None:
+    """The emit's insert goes straight to the driver; its errors still come as SQLAlchemy's
+    (what the writer's retry and the API's 503 tell apart), naming the statement."""
+    refuse = (
+        "CREATE TRIGGER refuse BEFORE INSERT ON signals BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        if store.dialect == "sqlite"
+        else "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'check_violation'; END $$;"
+        " CREATE TRIGGER refuse BEFORE INSERT ON signals FOR EACH ROW EXECUTE FUNCTION refuse()"
+    )
+    store.write_sync(lambda tx: tx.connection.exec_driver_sql(refuse))
+    with pytest.raises(IntegrityError) as raised:
+        await store.write_batched(append_signals, NewSignal(ping(), T0))
+    assert raised.value.statement == "INSERT INTO signals"
+    assert "refused" in str(raised.value.orig)

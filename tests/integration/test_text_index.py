@@ -18,7 +18,7 @@ from daemon.files.file_rows import FileRows, IndexedFile
 from daemon.search.index import TextIndex, row_of
 from daemon.search.memory_index import MemoryTextIndex
 from daemon.services.mark_search import MarkSearch
-from daemon.store import Store, StoreTextIndex
+from daemon.store import Store, StoreTextIndex, Tx
 from daemon.store.migrate import upgrade
 
 DAY = date(2026, 4, 11)
@@ -68,6 +68,25 @@ def test_a_mark_is_found_by_its_subjects_words_and_its_text(store: Store) -> Non
     assert search("arnold") == ["mk_a"]  # from the store's index
     assert search("Lisbon plans") == ["mk_a"]
     assert search("people.arnold") == []  # a subject path is matched by prefix, elsewhere
+
+
+def test_candidate_sources_are_the_candidates_sources_best_first_in_their_scope(
+    store: Store,
+) -> None:
+    for n, (space, text) in enumerate(
+        [("w", "tea"), ("w", "tea tea by the lake"), ("other", "tea"), ("w", "lake")]
+    ):
+        insert(store, make_mark(f"mk_{n}", f"user.n{n}", workspace_id=space, observation=text))
+    MarkSearch().index(store)
+
+    def both(tx: Tx) -> tuple[list[str], list[str]]:
+        whole = tx.text_index.candidates(MARKS, ["tea"], 10, scope="w")
+        return [c.source for c in whole], tx.text_index.candidate_sources(
+            MARKS, ["tea"], 10, scope="w"
+        )
+
+    whole, sources = store.read_sync(both)
+    assert sources == whole and sorted(sources) == ["mk_0", "mk_1"]
 
 
 def test_forget_reaches_the_index_in_the_same_transaction(store: Store) -> None:
