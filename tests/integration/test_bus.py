@@ -502,6 +502,20 @@ async def test_a_backlog_is_applied_in_one_transaction_and_logged_once(store: St
 
 
 @pytest.mark.asyncio
+async def test_a_backlog_is_applied_in_transactions_of_at_most_the_bus_batch_size(
+    store: Store,
+) -> None:
+    create_applied_table(store)
+    stored = await backlog_of(store, "counter", [signal(n) for n in range(7)])
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [Counter()], retry=FAST, batch_size=3) as bus:
+            with anyio.fail_after(10):
+                await drained(bus)
+    assert applied(store) == [s.id for s in stored]
+    assert [count for count, _, _ in delivered_lines(logs)] == [3, 3, 1]
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("poisoned", [0, 2])
 async def test_a_poisoned_signal_in_a_backlog_holds_back_only_itself(
     store: Store, poisoned: int
