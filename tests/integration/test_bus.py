@@ -20,6 +20,7 @@ import pytest
 import structlog
 from emitter_process import Counter, applied, create_applied_table
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from support import T0
 
 from daemon.bus import (
@@ -323,11 +324,33 @@ async def test_pending_deliveries_are_replayed_by_a_new_bus(store: Store) -> Non
         key: ClassVar[str] = "recorder"
         binds: ClassVar[frozenset[str]] = frozenset({"test.ping"})
 
+        delivering = anyio.Event()
+
         async def deliver(self, signal: Signal, delivery: DeliveryContext) -> None:
+            self.delivering.set()
             await anyio.sleep_forever()
 
-    async with SignalBus(store, [Blocked()], grace_period=0.1) as bus:
-        ids = [(await bus.emit(signal(n))).id for n in range(3)]
+    blocked = Blocked()
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [blocked], grace_period=0.1, owner="host:1") as bus:
+            ids = [(await bus.emit(signal(n))).id for n in range(3)]
+            with anyio.fail_after(10):
+                await blocked.delivering.wait()  # stopped while a delivery is in flight
+    bus_lines = ("bus started", "grace period over; interrupting deliveries", "bus stopped")
+    said = [(line["event"], line["log_level"]) for line in logs if line["event"] in bus_lines]
+    assert said == [
+        ("bus started", "info"),
+        ("grace period over; interrupting deliveries", "warning"),
+        ("bus stopped", "info"),
+    ]
+    started = next(line for line in logs if line["event"] == "bus started")
+    assert {k: started[k] for k in ("receptors", "owned", "owner")} == {
+        "receptors": ["recorder"],
+        "owned": ["recorder"],
+        "owner": "host:1",
+    }
+    [over] = [line for line in logs if line["log_level"] == "warning"]
+    assert over["seconds"] == 0.1  # how long the deliveries had
     recorder = Recorder(store)
     recorder.expected = 3
     async with SignalBus(store, [recorder]):
@@ -866,3 +889,30 @@ async def test_closing_a_bus_twice_stops_it_once(store: Store) -> None:
             assert not bus.accepting
         # the context's exit closed it again: nothing more happened
     assert [line["event"] for line in logs].count("bus stopped") == 1
+
+
+@pytest.mark.asyncio
+async def test_a_delivery_loop_that_fails_says_so_and_goes_on(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store failed under a worker (not a receptor): the error is logged for its
+    receptor, the worker pauses, then delivers."""
+    from daemon.bus import workers
+
+    failures = [OperationalError("SELECT", {}, Exception("disk I/O error"))]
+    next_deliveries = workers.Worker._next
+
+    def flaky_next(self: workers.Worker, tx: Tx) -> Any:
+        if failures:
+            raise failures.pop()
+        return next_deliveries(self, tx)
+
+    monkeypatch.setattr(workers.Worker, "_next", flaky_next)
+    recorder = Recorder(store)
+    with structlog.testing.capture_logs() as logs:
+        async with SignalBus(store, [recorder], retry=FAST) as bus:
+            stored = await bus.emit(signal())
+            assert await wait_for(bus, stored.id) == {"recorder": "delivered"}
+    [error] = [line for line in logs if line["event"] == "delivery loop error"]
+    assert (error["log_level"], error["receptor"]) == ("error", "recorder")
+    assert "disk I/O error" in error["error"]

@@ -489,6 +489,11 @@ async def test_a_victim_is_run_again_three_times_at_most(store: Store) -> None:
     assert len(tries) == 1 + MAX_CONFLICT_RETRIES
 
 
+def test_the_writers_thread_is_named_for_an_operator(store: Store) -> None:
+    """``top -H`` and ``py-spy dump`` show which thread is the store's writer."""
+    assert "cambium-writer" in [thread.name for thread in threading.enumerate()]
+
+
 def test_a_process_that_never_closed_its_store_still_exits(tmp_path: Path) -> None:
     """The writer's thread does not keep a process alive: a command that opened the store
     and failed before closing it exits all the same, instead of hanging at its exit."""
