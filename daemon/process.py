@@ -28,7 +28,7 @@ from daemon.core.clock import Clock, utcnow
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.server import bind_tcp, bind_unix, make_server
-from daemon.services.recall import Memory
+from daemon.services.recall import MARKS_LOOK, Memory
 from daemon.store import Store, StoreLock, check_sqlite_file
 from daemon.store.migrate import HEAD, current_revision, upgrade_in_child_process
 
@@ -100,6 +100,7 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
 
             # Index what changed while the daemon was down; recall answers meanwhile.
             tasks.start_soon(_prepare_recall, memory)
+            tasks.start_soon(index_stored_marks, memory)
             tasks.start_soon(
                 partial(watch_substrate, on_change=on_change), memory.substrate, stop_watching
             )
@@ -151,6 +152,19 @@ async def _prepare_recall(memory: Memory) -> None:
     # daemon: out of the collector's sight, a full collection walks only what was made
     # since, instead of pausing a recall for 35-45 ms (measured at 1M lines).
     gc.freeze()
+
+
+async def index_stored_marks(memory: Memory) -> None:
+    """Index the marks this daemon's writer stored within ``MARKS_LOOK`` seconds, recall or
+    not, once the start's preparation is done (before, it is indexing them): with semantic
+    recall on, that wakes the embedding worker for them, which would otherwise wait for a
+    recall or its idle look, 30 s later."""
+    seen = memory.store.commits
+    while True:
+        await anyio.sleep(MARKS_LOOK)
+        if memory.prepared.is_set() and memory.store.commits != seen:
+            seen = memory.store.commits
+            await anyio.to_thread.run_sync(memory.index_marks)
 
 
 async def _watchdog(store: Store, interval: float) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from support import T0
 from test_marks_store import insert, make_mark
 
+from daemon import process
 from daemon.core.text_rows import DAILY, MARKS, Group, Statistics
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
@@ -256,3 +257,26 @@ def test_a_recall_indexes_the_marks_queue_after_a_write_of_its_own_or_a_second(
     clock[0] = 51.1
     assert sorted(h.mark.id for h in recall(query, memory, T0).marks) == ["mk_other", "mk_own"]
     assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 0  # indexed at once
+
+
+@pytest.mark.asyncio
+async def test_the_daemon_indexes_the_marks_it_stored_without_waiting_for_a_recall(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With semantic recall on, indexing them is what wakes the embedding worker for them."""
+    monkeypatch.setattr(process, "MARKS_LOOK", 0.01)
+    memory = memory_of(store, tmp_path)
+
+    def pending() -> int:
+        return store.read_sync(lambda tx: tx.text_index.count_pending())
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(process.index_stored_marks, memory)
+        await store.write(lambda tx: tx.marks.insert([make_mark("mk_a", "user.home.kettle")]))
+        await anyio.sleep(0.1)
+        assert pending() == 1  # the start's preparation is not done: it indexes them
+        memory.prepared.set()
+        with anyio.fail_after(10):
+            while pending():  # noqa: ASYNC110 (the store has no event for it)
+                await anyio.sleep(0.01)
+        tasks.cancel_scope.cancel()
