@@ -164,7 +164,10 @@ async def index_stored_marks(memory: Memory) -> None:
         await anyio.sleep(MARKS_LOOK)
         if memory.prepared.is_set() and memory.store.commits != seen:
             seen = memory.store.commits
-            await anyio.to_thread.run_sync(memory.index_marks)
+            try:
+                await anyio.to_thread.run_sync(memory.index_marks)
+            except Exception:  # the store failed: the next look, or a recall, tries again
+                log.exception("indexing the stored marks failed")
 
 
 async def _watchdog(store: Store, interval: float) -> None:

@@ -83,7 +83,7 @@ class MarkSearch:
 
 def _index_queued(tx: Tx) -> int:
     """One chunk of the queue into rows; how many marks it held."""
-    queued = tx.text_index.pending_marks(CHUNK)
+    queued = tx.text_index.pending_marks(CHUNK, claim=True)
     rows = [
         row_of(0, mark.observation, indexed_text(mark.subject, mark.observation))
         for mark in queued

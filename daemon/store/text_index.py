@@ -123,14 +123,24 @@ def _known_frequencies(connection: Connection, layer: str, documents: int) -> di
 _TOTALS = select(totals.c.documents, totals.c.total_length).where(
     totals.c.layer == bindparam("layer")
 )
-_QUEUED = select(pending.c.mark_id).order_by(pending.c.mark_id).limit(bindparam("limit")).subquery()
-_PENDING = select(
-    _QUEUED.c.mark_id,
-    marks.c.workspace_id,
-    marks.c.subject,
-    marks.c.observation,
-    marks.c.state == "forgotten",
-).outerjoin(marks, marks.c.id == _QUEUED.c.mark_id)
+_QUEUED = select(pending.c.mark_id).order_by(pending.c.mark_id).limit(bindparam("limit"))
+
+
+def _pending_marks(*, claimed: bool) -> Any:
+    # Claimed (PostgreSQL: FOR UPDATE SKIP LOCKED): a fleet's daemons index disjoint chunks
+    # of the queue at once instead of colliding on the same marks' rows. SQLite has one
+    # writer and renders no lock.
+    queued = (_QUEUED.with_for_update(skip_locked=True) if claimed else _QUEUED).subquery()
+    return select(
+        queued.c.mark_id,
+        marks.c.workspace_id,
+        marks.c.subject,
+        marks.c.observation,
+        marks.c.state == "forgotten",
+    ).outerjoin(marks, marks.c.id == queued.c.mark_id)
+
+
+_PENDING = {claimed: _pending_marks(claimed=claimed) for claimed in (False, True)}
 
 _UNINDEXED = select(marks.c.id).where(
     marks.c.state != "forgotten",
@@ -331,12 +341,13 @@ class TextRows:
 
     # -- the marks' queue (filled by triggers on memory_marks) --------------------------
 
-    def pending_marks(self, limit: int) -> list[MarkToIndex]:
-        """Up to ``limit`` queued marks with what is indexed of them."""
+    def pending_marks(self, limit: int, *, claim: bool = False) -> list[MarkToIndex]:
+        """Up to ``limit`` queued marks with what is indexed of them; with ``claim``, only
+        those no other transaction is indexing, held until this one ends."""
         return [
             MarkToIndex(mark_id, workspace or "", subject or "", observation or "", bool(gone))
             for mark_id, workspace, subject, observation, gone in self.connection.execute(
-                _PENDING, {"limit": limit}
+                _PENDING[claim], {"limit": limit}
             )
         ]
 

@@ -5,6 +5,7 @@ recall."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import date, timedelta
 from functools import partial
@@ -14,7 +15,9 @@ from zoneinfo import ZoneInfo
 
 import anyio
 import pytest
+import structlog
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from support import T0
 from test_marks_store import insert, make_mark
 
@@ -29,7 +32,7 @@ from daemon.search import daily as daily_search
 from daemon.search.index import row_of, selective
 from daemon.services.mark_search import MarkSearch
 from daemon.services.recall import Memory, recall
-from daemon.store import Store, StoreTextIndex, text_index
+from daemon.store import Store, StoreTextIndex, Tx, text_index
 from daemon.store.text_index import TextRows
 
 DAY = date(2026, 4, 11)
@@ -280,3 +283,61 @@ async def test_the_daemon_indexes_the_marks_it_stored_without_waiting_for_a_reca
             while pending():  # noqa: ASYNC110 (the store has no event for it)
                 await anyio.sleep(0.01)
         tasks.cancel_scope.cancel()
+
+
+def test_two_processes_index_the_marks_queue_at_once_without_colliding(store: Store) -> None:
+    """A fleet's daemons index the queue at once: each takes marks no other is indexing
+    (PostgreSQL: claimed with SKIP LOCKED), instead of both writing the same marks' rows."""
+    insert(store, *(make_mark(f"mk_{n}", f"user.n{n}", observation="tea") for n in range(3)))
+    claimed, release = threading.Event(), threading.Event()
+    first: list[int] = []
+
+    def hold_a_claim(tx: Tx) -> None:
+        taken = tx.text_index.pending_marks(2, claim=True)
+        claimed.set()
+        assert release.wait(10)
+        rows = [row_of(0, mark.observation) for mark in taken]
+        tx.text_index.indexed_marks(taken, rows)
+        first.append(len(taken))
+
+    holder = threading.Thread(target=store.write_sync, args=(hold_a_claim,))
+    holder.start()
+    try:
+        assert claimed.wait(10)
+        if store.dialect == "postgresql":  # SQLite has one writer: the other waits its turn
+            assert MarkSearch().index(store) == 1  # the one mark not claimed
+    finally:
+        release.set()
+        holder.join(10)
+    assert first == [2]
+    MarkSearch().index(store)
+    sources = store.read_sync(lambda tx: tx.text_index.candidate_sources(MARKS, ["tea"], 10))
+    assert sorted(sources) == ["mk_0", "mk_1", "mk_2"]
+
+
+@pytest.mark.asyncio
+async def test_indexing_the_stored_marks_survives_a_store_failure(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed look is logged and the next one tries again: the daemon keeps running."""
+    monkeypatch.setattr(process, "MARKS_LOOK", 0.01)
+    memory = memory_of(store, tmp_path)
+    memory.prepared.set()
+    calls: list[str] = []
+
+    def index_marks() -> None:
+        calls.append("index")
+        if len(calls) == 1:
+            raise OperationalError("DELETE", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(memory, "index_marks", index_marks)
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(process.index_stored_marks, memory)
+            for n in range(2):
+                await store.write(lambda tx, n=n: tx.marks.insert([make_mark(f"mk_{n}", "u.a")]))
+                with anyio.fail_after(10):
+                    while len(calls) <= n:  # noqa: ASYNC110 (the store has no event for it)
+                        await anyio.sleep(0.01)
+            tasks.cancel_scope.cancel()
+    assert [line["event"] for line in logs] == ["indexing the stored marks failed"]
