@@ -163,9 +163,9 @@ async def index_stored_marks(memory: Memory) -> None:
     while True:
         await anyio.sleep(MARKS_LOOK)
         if memory.prepared.is_set() and memory.store.commits != seen:
-            seen = memory.store.commits
+            seen = memory.store.commits  # (its own writes make the next look read the queue)
             try:
-                await anyio.to_thread.run_sync(memory.index_marks)
+                await memory.index_stored_marks()
             except Exception:  # the store failed: the next look, or a recall, tries again
                 log.exception("indexing the stored marks failed")
 

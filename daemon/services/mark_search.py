@@ -60,6 +60,17 @@ class MarkSearch:
                 if between is not None:
                     between()
 
+    async def index_in_writer(self, store: Store) -> int:
+        """:meth:`index`, as the bus's writer's own transactions (no write lock contended
+        for beside it), if anything is queued; how many marks were taken off the queue."""
+        done = 0
+        while await store.read(_queued):
+            taken = await store.write(_index_queued, durable=False)  # (rebuilt if lost)
+            done += taken
+            if taken < CHUNK:
+                break
+        return done
+
     def search(self, tx: Tx, workspace: str, about: str) -> list[str]:
         """Ids of the marks in ``workspace`` whose subject or observation holds a word of
         ``about`` (or, with a dense ranker, is close to it in meaning), most relevant
@@ -91,6 +102,10 @@ def _index_queued(tx: Tx) -> int:
     ]
     tx.text_index.indexed_marks(queued, rows)
     return len(queued)
+
+
+def _queued(tx: Tx) -> bool:
+    return tx.text_index.count_pending() > 0
 
 
 def _queued_matches(tx: Tx, workspace: str, about: str) -> list[str]:

@@ -230,8 +230,7 @@ class Memory:
         except _Stopped:
             return
         self.prepared.set()
-        if self.semantic is not None and self.semantic.worker is not None:
-            self.semantic.worker.wake()
+        self._wake_embedding()
 
     def index_new_marks(self) -> None:
         """:meth:`index_marks` before a recall, unless this process's writer has run no
@@ -253,9 +252,18 @@ class Memory:
         """Index the marks queued since the last look (where this process may write); new
         rows wake the embedding worker. ``between`` is called between chunks."""
         if self.store.writer_alive and self.mark_search.index(self.store, between):
-            worker = None if self.semantic is None else self.semantic.worker
-            if worker is not None:
-                worker.wake()
+            self._wake_embedding()
+
+    async def index_stored_marks(self) -> None:
+        """:meth:`index_marks` in the bus's writer (the daemon, as its receptors store
+        marks)."""
+        if await self.mark_search.index_in_writer(self.store):
+            self._wake_embedding()
+
+    def _wake_embedding(self) -> None:
+        worker = None if self.semantic is None else self.semantic.worker
+        if worker is not None:
+            worker.wake()
 
 
 def _keep_common_counts(layer: str, tx: Tx) -> None:

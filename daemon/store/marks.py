@@ -97,7 +97,8 @@ class Marks(MarkStrength):
             return []
         found = {
             row.id: Mark.from_row(row._mapping)
-            for row in self.connection.execute(_BY_IDS, {"ids": list(mark_ids)})
+            for chunk in in_chunks(mark_ids)
+            for row in self.connection.execute(_BY_IDS, {"ids": chunk})
         }
         return [found[i] for i in mark_ids if i in found]
 

@@ -86,6 +86,15 @@ def with_instants(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[str
 
 
 def in_chunks(items: Sequence[T], size: int = IN_LIST_LIMIT) -> Iterator[Sequence[T]]:
-    """``items`` in consecutive slices of at most ``size``, each once, in order."""
+    """``items`` in consecutive slices of at most ``size``, each once, in order, for an
+    ``IN`` list: each is padded to a power of two (or ``size``) by repeating its last item.
+
+    ``IN`` is a set, so the copies change nothing, and the statements come in a dozen
+    shapes instead of one per length: the driver keeps every shape it prepared (sqlite3: 128
+    a connection), and a recall's 1 to 200 marks, or a second's stored marks indexed, each
+    a length of their own, held megabytes of prepared statements (the daemon's RSS grew by
+    8-13 MB over 40,000 signals, 4-5 MB with the driver keeping 16)."""
     for start in range(0, len(items), size):
-        yield items[start : start + size]
+        chunk = list(items[start : start + size])
+        shape = min(size, 1 << (len(chunk) - 1).bit_length())
+        yield chunk + chunk[-1:] * (shape - len(chunk))

@@ -325,12 +325,12 @@ async def test_indexing_the_stored_marks_survives_a_store_failure(
     memory.prepared.set()
     calls: list[str] = []
 
-    def index_marks() -> None:
+    async def index_stored_marks() -> None:
         calls.append("index")
         if len(calls) == 1:
             raise OperationalError("DELETE", {}, Exception("database is locked"))
 
-    monkeypatch.setattr(memory, "index_marks", index_marks)
+    monkeypatch.setattr(memory, "index_stored_marks", index_stored_marks)
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(process.index_stored_marks, memory)
