@@ -6,7 +6,8 @@ recall."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import date, timedelta
 from functools import partial
 from pathlib import Path
@@ -117,6 +118,20 @@ def test_the_daemon_looks_for_hand_edited_daily_files_every_few_seconds(
     assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
 
 
+def memory_of(store: Store, daily: Path, *, monotonic: Any = None) -> Memory:
+    memory = Memory(
+        store,
+        Substrate([]),
+        DailyLog(daily, index=StoreTextIndex(store)),
+        Compost(daily / "compost"),
+        "w",
+        ZoneInfo("Europe/Berlin"),
+    )
+    if monotonic is not None:
+        memory.monotonic = monotonic
+    return memory
+
+
 def test_a_start_stops_indexing_at_its_next_file_when_the_daemon_stops(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,14 +140,7 @@ def test_a_start_stops_indexing_at_its_next_file_when_the_daemon_stops(
     next start goes on from there."""
     for n in range(20):
         (tmp_path / f"{DAY - timedelta(days=n)}.md").write_text(f"line of day {n}\n")
-    memory = Memory(
-        store,
-        Substrate([]),
-        DailyLog(tmp_path, index=StoreTextIndex(store)),
-        Compost(tmp_path / "compost"),
-        "default",
-        ZoneInfo("Europe/Berlin"),
-    )
+    memory = memory_of(store, tmp_path)
     sync = FileRows.sync
     synced: list[str] = []
 
@@ -150,20 +158,6 @@ def test_a_start_stops_indexing_at_its_next_file_when_the_daemon_stops(
     memory.prepare_search()  # the next start: the rest
     assert len(synced) == 20
     assert memory.prepared.is_set()
-
-
-def memory_of(store: Store, daily: Path, *, monotonic: Any = None) -> Memory:
-    memory = Memory(
-        store,
-        Substrate([]),
-        DailyLog(daily, index=StoreTextIndex(store)),
-        Compost(daily / "compost"),
-        "w",
-        ZoneInfo("Europe/Berlin"),
-    )
-    if monotonic is not None:
-        memory.monotonic = monotonic
-    return memory
 
 
 def test_a_recall_within_a_horizon_finds_exactly_the_lines_of_the_days_it_covers(
@@ -262,27 +256,40 @@ def test_a_recall_indexes_the_marks_queue_after_a_write_of_its_own_or_a_second(
     assert store.read_sync(lambda tx: tx.text_index.count_pending()) == 0  # indexed at once
 
 
+@asynccontextmanager
+async def looking_for_stored_marks(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[None]:
+    """The daemon's look for the marks its writer stored, every 10 ms, while inside."""
+    monkeypatch.setattr(process, "MARKS_LOOK", 0.01)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(process.index_stored_marks, memory)
+        yield
+        tasks.cancel_scope.cancel()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(10):
+        while not condition():  # noqa: ASYNC110 (the store has no event for it)
+            await anyio.sleep(0.01)
+
+
 @pytest.mark.asyncio
 async def test_the_daemon_indexes_the_marks_it_stored_without_waiting_for_a_recall(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With semantic recall on, indexing them is what wakes the embedding worker for them."""
-    monkeypatch.setattr(process, "MARKS_LOOK", 0.01)
     memory = memory_of(store, tmp_path)
 
     def pending() -> int:
         return store.read_sync(lambda tx: tx.text_index.count_pending())
 
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(process.index_stored_marks, memory)
+    async with looking_for_stored_marks(memory, monkeypatch):
         await store.write(lambda tx: tx.marks.insert([make_mark("mk_a", "user.home.kettle")]))
         await anyio.sleep(0.1)
         assert pending() == 1  # the start's preparation is not done: it indexes them
         memory.prepared.set()
-        with anyio.fail_after(10):
-            while pending():  # noqa: ASYNC110 (the store has no event for it)
-                await anyio.sleep(0.01)
-        tasks.cancel_scope.cancel()
+        await until(lambda: pending() == 0)
 
 
 def test_two_processes_index_the_marks_queue_at_once_without_colliding(store: Store) -> None:
@@ -320,7 +327,6 @@ async def test_indexing_the_stored_marks_survives_a_store_failure(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed look is logged and the next one tries again: the daemon keeps running."""
-    monkeypatch.setattr(process, "MARKS_LOOK", 0.01)
     memory = memory_of(store, tmp_path)
     memory.prepared.set()
     calls: list[str] = []
@@ -332,12 +338,8 @@ async def test_indexing_the_stored_marks_survives_a_store_failure(
 
     monkeypatch.setattr(memory, "index_stored_marks", index_stored_marks)
     with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(process.index_stored_marks, memory)
+        async with looking_for_stored_marks(memory, monkeypatch):
             for n in range(2):
                 await store.write(lambda tx, n=n: tx.marks.insert([make_mark(f"mk_{n}", "u.a")]))
-                with anyio.fail_after(10):
-                    while len(calls) <= n:  # noqa: ASYNC110 (the store has no event for it)
-                        await anyio.sleep(0.01)
-            tasks.cancel_scope.cancel()
+                await until(lambda n=n: len(calls) > n)
     assert [line["event"] for line in logs] == ["indexing the stored marks failed"]
