@@ -28,6 +28,7 @@ from support import FAST_RETRY, T0
 from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
 from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
+from daemon.store.fast_path import advance_cursor
 from daemon.store.migrate import current_revision, head_revision, upgrade
 from daemon.store.writer import MAX_CONFLICT_RETRIES
 from daemon.testing import drained
@@ -532,19 +533,63 @@ async def test_the_writer_sets_sqlites_durability_only_when_it_changes(
     assert pragmas == [full, normal, full]
 
 
+def refuse_writes(store: Store, statement: str, table: str) -> None:
+    """A trigger that makes the driver refuse every ``statement`` (INSERT, UPDATE) of
+    ``table`` with a constraint error saying "refused"."""
+    refuse = (
+        f"CREATE TRIGGER refuse BEFORE {statement} ON {table}"
+        " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        if store.dialect == "sqlite"
+        else "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'check_violation'; END $$;"
+        f" CREATE TRIGGER refuse BEFORE {statement} ON {table}"
+        " FOR EACH ROW EXECUTE FUNCTION refuse()"
+    )
+    store.write_sync(lambda tx: tx.connection.exec_driver_sql(refuse))
+
+
 @pytest.mark.asyncio
 async def test_a_driver_error_on_an_emits_insert_is_raised_as_sqlalchemys(store: Store) -> None:
     """The emit's insert goes straight to the driver; its errors still come as SQLAlchemy's
     (what the writer's retry and the API's 503 tell apart), naming the statement."""
-    refuse = (
-        "CREATE TRIGGER refuse BEFORE INSERT ON signals BEGIN SELECT RAISE(ABORT, 'refused'); END"
-        if store.dialect == "sqlite"
-        else "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'check_violation'; END $$;"
-        " CREATE TRIGGER refuse BEFORE INSERT ON signals FOR EACH ROW EXECUTE FUNCTION refuse()"
-    )
-    store.write_sync(lambda tx: tx.connection.exec_driver_sql(refuse))
+    refuse_writes(store, "INSERT", "signals")
     with pytest.raises(IntegrityError) as raised:
         await store.write_batched(append_signals, NewSignal(ping(), T0))
     assert raised.value.statement == "INSERT INTO signals"
     assert "refused" in str(raised.value.orig)
+
+
+def test_a_driver_error_on_a_cursors_move_is_raised_as_sqlalchemys(store: Store) -> None:
+    """So are those of the other statements the bus runs on the driver (cursors, savepoints,
+    SQLite's BEGIN and COMMIT)."""
+    store.write_sync(lambda tx: tx.signals.register("r", {"test.ping"}, T0))
+    refuse_writes(store, "UPDATE", "receptor_cursors")
+    with pytest.raises(IntegrityError) as raised:
+        store.write_sync(lambda tx: advance_cursor(tx.connection, "r", 0, 1, T0))
+    assert raised.value.statement.startswith("UPDATE receptor_cursors SET position")
+    assert "refused" in str(raised.value.orig)
+
+
+def test_the_writer_outlives_a_caller_whose_event_loop_closed(store: Store) -> None:
+    """A caller gave up and its event loop is gone when the answer comes: the writer drops
+    that answer and goes on writing for everyone else."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held(tx: Tx) -> None:
+        entered.set()
+        assert release.wait(10)
+
+    gone = asyncio.new_event_loop()
+    waiting = gone.create_task(store.write(held))
+    gone.run_until_complete(asyncio.sleep(0.01))  # submitted and handed to the writer
+    assert entered.wait(10)
+    waiting.cancel()
+    gone.run_until_complete(asyncio.sleep(0))
+    gone.close()
+    release.set()
+
+    async def write_again() -> int:
+        with anyio.fail_after(10):
+            return await store.write(lambda tx: 1)
+
+    assert anyio.run(write_again) == 1
