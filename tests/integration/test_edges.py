@@ -162,6 +162,11 @@ async def test_dead_deliveries_are_discarded_one_or_all_and_say_by_whom(
         again = await edge.http.post("/v1/signals/discard", json=one)
         assert again.json()["signal_id"] == answer.json()["signal_id"], "keyed by what it names"
         assert (await edge.http.post(f"/v1/signals/{first}/retry")).status_code == 409
+        healthy = await edge.client.observe("user.walks", "walks at dawn", wait=5)
+        named = await edge.http.post(
+            "/v1/signals/discard", json={"signal_id": healthy.id, "by": "a"}
+        )
+        assert named.status_code == 404, "its own deliveries, not the other signals' dead ones"
 
         everything = await edge.client.discard(receptor="daily", every=True)
         assert everything.applied and await dead_count(edge) == 0
