@@ -357,3 +357,13 @@ def test_deliveries_revived_out_of_order_come_back_in_log_order(store: Store) ->
         assert store.write_sync(lambda tx, s=revived: tx.signals.revive_dead(s.id, LATER)) == ["a"]
     _, pending = store.read_sync(lambda tx: tx.signals.next_deliveries("a", 10))
     assert [(d.seq, d.revived) for d in pending] == [(s.seq, True) for s in stored]
+
+
+def test_registering_a_receptor_sets_its_own_binds_and_no_others(store: Store) -> None:
+    """A daemon's start registers each receptor with what it binds now (a receptor that
+    learned a type since binds it from then on); the others keep theirs."""
+    store.write_sync(lambda tx: tx.signals.register("a", {"test.ping"}, T0))
+    store.write_sync(lambda tx: tx.signals.register("b", {"test.other"}, T0))
+    store.write_sync(lambda tx: tx.signals.register("a", {"test.ping", "test.new"}, T0))
+    binds = {c.receptor: c.binds for c in store.read_sync(lambda tx: tx.signals.cursors())}
+    assert binds == {"a": {"test.ping", "test.new"}, "b": {"test.other"}}
