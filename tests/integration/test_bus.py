@@ -31,6 +31,7 @@ from daemon.bus import (
     SignalBus,
     Undeliverable,
 )
+from daemon.core.clock import iso
 from daemon.core.signal import Signal, SignalRejected
 from daemon.store import NewSignal, Store, Stored, Tx
 from daemon.store.migrate import upgrade
@@ -624,6 +625,7 @@ async def test_a_failed_attempt_is_logged_and_scheduled_by_the_bus_clock(store: 
             with anyio.fail_after(10):
                 await flaky.retrying.wait()
             [pending] = store.read_sync(lambda tx: tx.signals.get(stored.id)).deliveries  # type: ignore[union-attr]
+            shown = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())  # type: ignore[union-attr]
             flaky.release.set()
             assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
     [failed] = [line for line in logs if line["event"] == "delivery failed"]
@@ -639,6 +641,7 @@ async def test_a_failed_attempt_is_logged_and_scheduled_by_the_bus_clock(store: 
         "transient failure 1",
     )
     assert pending.next_attempt_at == T0 + timedelta(seconds=failed["retry_in"])
+    assert shown["deliveries"][0]["next_attempt_at"] == iso(pending.next_attempt_at)  # API, CLI
     assert flaky.attempts == [1, 2]
 
 

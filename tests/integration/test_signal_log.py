@@ -367,3 +367,26 @@ def test_registering_a_receptor_sets_its_own_binds_and_no_others(store: Store) -
     store.write_sync(lambda tx: tx.signals.register("a", {"test.ping", "test.new"}, T0))
     binds = {c.receptor: c.binds for c in store.read_sync(lambda tx: tx.signals.cursors())}
     assert binds == {"a": {"test.ping", "test.new"}, "b": {"test.other"}}
+
+
+def test_a_redaction_changes_only_the_failures_that_hold_the_text(store: Store) -> None:
+    """A forget redacts a signal's failure at one receptor; another receptor's failure of
+    the same signal keeps its own error."""
+    for receptor in ("a", "b"):
+        store.write_sync(lambda tx, r=receptor: tx.signals.register(r, {"test.ping"}, T0))
+    append(store, "test.ping", 1)
+    for receptor, error in (("a", "failed on Anna's secret"), ("b", "disk full")):
+
+        def fail(tx: Tx, r: str = receptor, e: str = error) -> None:
+            position, [first] = tx.signals.next_deliveries(r, 1)
+            assert tx.signals.record_failure(first, position, e, T0, retry_at=None)
+
+        store.write_sync(fail)
+
+    def redact(value: Any) -> Any:
+        return value.replace("Anna's secret", "[forgotten]") if isinstance(value, str) else value
+
+    assert store.write_sync(lambda tx: tx.signals.redact_failures(redact)) == 1
+    query = text("SELECT receptor, last_error FROM delivery_failures ORDER BY receptor")
+    errors = store.read_sync(lambda tx: [tuple(row) for row in tx.connection.execute(query)])
+    assert errors == [("a", "failed on [forgotten]"), ("b", "disk full")]
