@@ -14,10 +14,11 @@ At each size (10k, 100k and 1M lines), in this order, on the real daemon and CLI
   progress lines counted);
 - the daemon started on that up-to-date index (spawn to ``GET /v1/health`` 200), its first
   free-text recall over all four layers, then, once health says the start's preparation of
-  the index is done (``"index": "ready"``), 200 more (LoCoMo's questions) over the
-  socket: p50/p99 and the daemon's CPU per recall; beside them, in the same minutes, the raw
-  FTS5 ``bm25`` query recall's daily candidates come from (plain ``sqlite3``, the same
-  database, the same terms and limit);
+  the index is done (``"index": "ready"``), 200 more (LoCoMo's questions) over the socket:
+  p50/p99 and the daemon's CPU per recall; beside them, in alternating blocks of 25, the raw
+  FTS5 ``bm25`` query with every term of the same questions (plain ``sqlite3``, the same
+  database); then 20 recalls each after a second of idling, beside a fixed memory walk
+  timed back to back and after the same idling (what the machine itself charges for it);
 - ``cambium memory recall`` as a whole process with the daemon up and with it down, and
   ``grep -rliE`` over the same daily files, for the same questions;
 - the daemon's RSS after those recalls; at the largest size, again after 40,000
@@ -68,6 +69,8 @@ QUERIES = 200
 COMMANDS = 5  # whole-process recalls (and greps) at each size
 SIGNALS = 40_000  # at the largest size: RSS must stay flat over them
 BATCH = 5_000
+BLOCK = 25  # recalls, then as many raw queries, alternately
+IDLE = 1.0  # seconds before each of the after-idle recalls
 TODAY = date(2026, 11, 30)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -224,17 +227,30 @@ class Recalls:
         while self.http.json("/v1/health")["index"] != "ready":
             time.sleep(poll)
 
-    def paired(self, questions: list[str]) -> tuple[list[float], list[float], float]:
-        """Each question recalled then raw, alternately; the daemon's CPU ms per recall."""
+    def blocks(self, questions: list[str]) -> tuple[list[float], list[float], float]:
+        """The questions recalled and queried raw in alternating blocks of ``BLOCK`` (so
+        the machine's drift falls on both alike, while neither evicts what the other had
+        just warmed: a raw query scans for up to a second); the daemon's CPU ms per recall."""
         assert self.home.process is not None
         pid = self.home.process.pid
         recalls, raws, cpu = [], [], 0.0
-        for question in questions:
+        for start in range(0, len(questions), BLOCK):
+            block = questions[start : start + BLOCK]
+            self.reconnect()  # the raw block may outlast the server's keep-alive (5 s)
             before = process_cpu(pid)
-            recalls.append(self.recall(question))
+            recalls += [self.recall(question) for question in block]
             cpu += process_cpu(pid) - before
-            raws.append(self.raw_fts(question))
+            raws += [self.raw_fts(question) for question in block]
         return recalls, raws, cpu / len(questions) * 1000
+
+    def after_idle(self, questions: list[str]) -> list[float]:
+        """Each question recalled after ``IDLE`` seconds of nothing."""
+        latencies = []
+        self.reconnect()
+        for question in questions:
+            time.sleep(IDLE)
+            latencies.append(self.recall(question))
+        return latencies
 
     def reconnect(self) -> None:
         self.http.close()
@@ -243,6 +259,27 @@ class Recalls:
     def close(self) -> None:
         self.http.close()
         self.raw.close()
+
+
+def idle_penalty(rounds: int = 20) -> tuple[float, float]:
+    """The machine's own cost of idling, on a fixed workload that reads memory as a recall
+    does (a walk over 100,000 dictionary entries, a few ms): median ms back to back, and
+    after ``IDLE`` seconds of sleep. On these virtual machines what a process had in the
+    CPU's caches is gone after a second asleep, and work that reads memory takes longer;
+    pure arithmetic does not slow."""
+    table = {n: str(n) * 5 for n in range(200_000)}
+
+    def walk() -> float:
+        started = time.perf_counter()
+        sum(len(table[n]) for n in range(0, 200_000, 2))
+        return (time.perf_counter() - started) * 1000
+
+    back_to_back = [walk() for _ in range(rounds)]
+    asleep = []
+    for _ in range(rounds):
+        time.sleep(IDLE)
+        asleep.append(walk())
+    return statistics.median(back_to_back), statistics.median(asleep)
 
 
 def growth(home: DaemonHome, recalls: Recalls, questions: list[str], rss: float) -> list[Figure]:
@@ -289,7 +326,9 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             first = recalls.recall(questions[0])
             recalls.until_prepared()
             prepared = time.monotonic() - spawned
-            latencies, raws, cpu_ms = recalls.paired(questions[1:])
+            latencies, raws, cpu_ms = recalls.blocks(questions[1:])
+            idle = recalls.after_idle(questions[1:21])
+            walk, walk_idle = idle_penalty()
             online = commands(home, few)
             rss = home.rss_mb()
             grow: list[Figure] = []
@@ -307,6 +346,9 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             at_most(f"{at}: warm recall, all layers, p50", p50, 20, "ms"),
             at_most(f"{at}: warm recall p99", p99, 50, "ms"),
             Figure(f"{at}: … the daemon's CPU per recall", cpu_ms, "ms"),
+            Figure(f"{at}: recall after {IDLE:.0f} s idle, p50", statistics.median(idle), "ms"),
+            Figure(f"{at}: … a fixed memory walk, back to back", walk, "ms"),
+            Figure(f"{at}: … the same walk after {IDLE:.0f} s idle", walk_idle, "ms"),
             Figure(f"{at}: raw FTS5 bm25 (daily, {CANDIDATES} rows) p50 / p99", raw50, "ms"),
             Figure(f"{at}: raw FTS5 p99", raw99, "ms"),
             at_most(f"{at}: recall p99 / raw FTS5 p99", p99 / raw99, 3, "x"),
