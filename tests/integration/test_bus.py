@@ -174,6 +174,20 @@ async def test_always_failing_goes_dead_then_manual_retry_delivers(store: Store)
 
 
 @pytest.mark.asyncio
+async def test_a_manual_retry_that_fails_again_is_counted_and_dead_again(store: Store) -> None:
+    flaky = Flaky(failures=10**6)
+    async with SignalBus(store, [flaky], retry=FAST) as bus:
+        stored = await bus.emit(signal())
+        assert await wait_for(bus, stored.id) == {"flaky": "dead"}
+        assert await bus.retry(stored.id) == ["flaky"]  # the fault is not fixed
+        assert await wait_for(bus, stored.id) == {"flaky": "dead"}
+    assert flaky.attempts == [1, 2, 3, 1, 2, 3], "each retried attempt is counted, then it stops"
+    record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
+    assert record is not None
+    assert record["deliveries"][0]["last_error"] == "transient failure 6"
+
+
+@pytest.mark.asyncio
 async def test_payload_error_is_dead_at_once(store: Store) -> None:
     class Strict(Receptor):
         key: ClassVar[str] = "strict"

@@ -4,9 +4,10 @@ through the client that every other door (the CLI, MCP) uses."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from daemon.services.recall import Memory
 from daemon.services.running import Services
 from daemon.store import Store
 
+LATER = T0 + timedelta(hours=1)
+
 
 @dataclass
 class Doors:
@@ -31,13 +34,15 @@ class Doors:
 
 
 @asynccontextmanager
-async def doors(store: Store, root: Path) -> AsyncIterator[Doors]:
+async def doors(
+    store: Store, root: Path, clock: Callable[[], datetime] = lambda: T0
+) -> AsyncIterator[Doors]:
     """The daemon's app with all its receptors, reached over HTTP and by the client."""
     config = parse_config({"paths": {"daily": str(root / "daily"), "compost": str(root / "c")}})
     memory = Memory.from_config(config, store)
     receptors = build_receptors(config, store, memory.daily)
-    async with SignalBus(store, receptors, retry=FAST_RETRY, clock=lambda: T0) as bus:
-        services = Services(bus=bus, memory=memory, clock=lambda: T0)
+    async with SignalBus(store, receptors, retry=FAST_RETRY, clock=clock) as bus:
+        services = Services(bus=bus, memory=memory, clock=clock)
         transport = httpx.ASGITransport(app=build_app(services, 1024 * 1024))
         async with (
             httpx.AsyncClient(transport=transport, base_url="http://cambium") as http,
@@ -146,9 +151,11 @@ async def dead_count(edge: Doors) -> int:
 async def test_dead_deliveries_are_discarded_one_or_all_and_say_by_whom(
     store: Store, tmp_path: Path
 ) -> None:
-    async with doors(store, tmp_path) as edge:
+    now = [T0]
+    async with doors(store, tmp_path, clock=lambda: now[0]) as edge:
         first, second, third = await dead_notes(edge, tmp_path, *DAYS)
         assert await dead_count(edge) == 3
+        now[0] = LATER
 
         one = {"signal_id": first, "by": "ada"}
         answer = await edge.http.post("/v1/signals/discard", json=one)
@@ -156,7 +163,7 @@ async def test_dead_deliveries_are_discarded_one_or_all_and_say_by_whom(
         assert await dead_count(edge) == 2
         [delivery] = (await edge.client.signal(first)).deliveries
         assert delivery.status == "discarded" and delivery.discarded is not None
-        assert delivery.discarded.by == "ada" and delivery.discarded.at == T0
+        assert delivery.discarded.by == "ada" and delivery.discarded.at == LATER, "not its death"
         assert delivery.discarded.signal_id == answer.json()["signal_id"]
         assert delivery.last_error  # why it died is kept
         again = await edge.http.post("/v1/signals/discard", json=one)

@@ -332,6 +332,8 @@ def test_ending_and_forgetting_stamp_the_mark_and_wipe_its_evidence(store: Store
     assert [(m.state, m.observation, m.evidence, m.ended_reason) for m in after.values()] == [
         ("forgotten", "", {}, "asked to")
     ] * 2
+    rows = store.read_sync(lambda tx: tx.marks.all_rows())
+    assert {row["fingerprint"] for row in rows} == {""}, "a hash of the text is text too"
     assert after["m1"].ended_at == ended, "it ended first: that date stands"
     assert after["m2"].ended_at == forgotten
     assert {m.updated_at for m in after.values()} == {forgotten}  # what Loom sorts changes by
