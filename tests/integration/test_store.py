@@ -414,19 +414,18 @@ async def test_a_new_database_is_private_whatever_the_umask(tmp_path: Path) -> N
         os.umask(previous)
 
 
-
-@pytest.mark.asyncio
-async def test_a_store_in_memory_leaves_no_file_behind(
+def test_a_store_in_memory_leaves_no_file_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     store = Store("sqlite:///:memory:")
     store.start()
     try:
-        await store.write(lambda tx: tx.connection.execute(text("CREATE TABLE t (n INT)")))
+        store.write_sync(lambda tx: tx.connection.execute(text("CREATE TABLE t (n INT)")))
     finally:
         store.close()
     assert list(tmp_path.iterdir()) == [], "no file named after the database in memory"
+
 
 def test_a_sqlite_file_is_checked_before_the_daemon_uses_it(tmp_path: Path) -> None:
     database = tmp_path / "cambium.db"
