@@ -167,24 +167,17 @@ async def test_always_failing_goes_dead_then_manual_retry_delivers(store: Store)
         dead = store.read_sync(lambda tx: [s.to_json() for s in tx.signals.listing(status="dead")])
         assert [s["id"] for s in dead] == [stored.id]
 
+        assert await bus.retry(stored.id) == ["flaky"]  # the fault is not fixed yet
+        assert await wait_for(bus, stored.id) == {"flaky": "dead"}
+        assert flaky.attempts == [1, 2, 3, 1, 2, 3], "each retried attempt counted, then it stops"
+        record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
+        assert record is not None
+        assert record["deliveries"][0]["last_error"] == "transient failure 6"
+
         flaky.failures = 0  # the fault is fixed
         assert await bus.retry(stored.id) == ["flaky"]
         assert await wait_for(bus, stored.id) == {"flaky": "delivered"}
     assert flaky.attempts[-1] == 1, "a manual retry starts counting again"
-
-
-@pytest.mark.asyncio
-async def test_a_manual_retry_that_fails_again_is_counted_and_dead_again(store: Store) -> None:
-    flaky = Flaky(failures=10**6)
-    async with SignalBus(store, [flaky], retry=FAST) as bus:
-        stored = await bus.emit(signal())
-        assert await wait_for(bus, stored.id) == {"flaky": "dead"}
-        assert await bus.retry(stored.id) == ["flaky"]  # the fault is not fixed
-        assert await wait_for(bus, stored.id) == {"flaky": "dead"}
-    assert flaky.attempts == [1, 2, 3, 1, 2, 3], "each retried attempt is counted, then it stops"
-    record = store.read_sync(lambda tx: tx.signals.get(stored.id).to_json())
-    assert record is not None
-    assert record["deliveries"][0]["last_error"] == "transient failure 6"
 
 
 @pytest.mark.asyncio
