@@ -30,6 +30,7 @@ from daemon.core.signal import Signal
 from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
 from daemon.store.fast_path import advance_cursor
 from daemon.store.migrate import current_revision, head_revision, upgrade
+from daemon.store import writer
 from daemon.store.writer import MAX_CONFLICT_RETRIES
 from daemon.testing import drained
 
@@ -292,6 +293,39 @@ async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(store: 
     assert [n for n, r in results.items() if r == "failed"] in ([13], [1])
     assert store._writer.jobs >= 200, "every write counted (a failed batch's twice)"
     assert store._writer.batches < store._writer.jobs, "group commit: fewer commits than writes"
+
+
+@pytest.mark.asyncio
+async def test_a_lone_emit_is_committed_on_its_callers_thread_while_the_disk_is_quick(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite, an emit alone in its turn of the event loop, with the writer idle, is
+    committed right there (two thread hand-overs saved) once a durable commit has shown the
+    disk quick; emits that come together still share the writer's transaction, a job never
+    runs on the loop (it may wait on anything), and after a slow commit nothing does."""
+    threads: list[str] = []
+
+    def append(tx: Tx, new: Sequence[NewSignal]) -> list[Stored]:
+        threads.append(threading.current_thread().name)
+        return tx.signals.append(new)
+
+    monkeypatch.setattr(writer, "COMMIT_HERE_SECONDS", 60.0)
+    here = "MainThread" if store.dialect == "sqlite" else "cambium-writer"
+    await store.write_batched(append, NewSignal(ping(0), T0))  # no commit timed yet
+    await store.write_batched(append, NewSignal(ping(1), T0))
+    assert threads == ["cambium-writer", here]
+    batches = store._writer.batches
+    await asyncio.gather(*(store.write_batched(append, NewSignal(ping(n), T0)) for n in (2, 3)))
+    assert threads[2:] == ["cambium-writer"] and store._writer.batches == batches + 1
+    await store.write(lambda tx: threads.append(threading.current_thread().name))
+    assert threads[3:] == ["cambium-writer"]
+    monkeypatch.setattr(writer, "COMMIT_HERE_SECONDS", 0.0)
+    await store.write_batched(append, NewSignal(ping(4), T0))
+    assert threads[4:] == ["cambium-writer"]
+    stored = store.read_sync(
+        lambda tx: tx.connection.execute(text("SELECT count(*) FROM signals")).scalar_one()
+    )
+    assert stored == 5
 
 
 @pytest.mark.asyncio
