@@ -101,7 +101,7 @@ async def _observed(services: Services, signal_id: str) -> dict[str, str] | None
     mark = await services.bus.store.read(lambda tx: tx.marks.made_by(signal_id))
     if mark is None:  # forgotten since
         return None
-    made = mark.id == Mark.id_for_signal(signal_id)
+    made = mark.id in Mark.ids_for_signal(signal_id)
     return {"id": mark.id, "outcome": "made" if made else "reinforced"}
 
 

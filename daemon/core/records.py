@@ -9,12 +9,16 @@ hundreds of them per call)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
 from daemon.core.signal import Signal
+
+# new_signal_id's layout: a 48-bit millisecond, version 7, then random bits (and variant).
+_UUID7 = re.compile(r"[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}")
 
 
 class _Record:
@@ -66,8 +70,24 @@ class Mark(_Record):
 
     @staticmethod
     def id_for_signal(signal_id: str) -> str:
-        """The id of the mark an observation signal creates (when it creates one)."""
+        """The id of the mark an observation signal creates (when it creates one).
+
+        For a signal id laid out as a UUIDv7 (the daemon's own), the 24 hex digits begin
+        with the id's 12 of its millisecond, then 12 of the digest: marks made in time order land
+        next to each other in the marks' id index, so a commit of many touches one index
+        page instead of one page each. Any other id: the digest's first 24 (as for every
+        mark made before this layout, :meth:`ids_for_signal`)."""
+        if _UUID7.fullmatch(signal_id):
+            return f"mk_{signal_id[:12]}{derived_id('mk', signal_id)[3:15]}"
         return derived_id("mk", signal_id)
+
+    @staticmethod
+    def ids_for_signal(signal_id: str) -> tuple[str, ...]:
+        """Each id the mark an observation signal created may have: :meth:`id_for_signal`,
+        and for a UUIDv7 also the digest alone: the id of a mark made before marks' ids were
+        laid out in time order."""
+        current, whole = Mark.id_for_signal(signal_id), derived_id("mk", signal_id)
+        return (current,) if current == whole else (current, whole)
 
     @classmethod
     def observed(

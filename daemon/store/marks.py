@@ -81,9 +81,10 @@ class Marks(MarkStrength):
 
     def made_by(self, signal_id: str) -> Mark | None:
         """The mark an observation signal created or reinforced, once it is delivered."""
-        mark = self.get(Mark.id_for_signal(signal_id))
-        if mark is not None:
-            return mark
+        for made_id in Mark.ids_for_signal(signal_id):
+            mark = self.get(made_id)
+            if mark is not None:
+                return mark
         mark_id = self.connection.execute(
             select(reinforcements.c.mark_id).where(
                 reinforcements.c.id == Reinforcement.id_for_signal(signal_id)

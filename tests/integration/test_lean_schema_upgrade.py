@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import create_engine, inspect, text
 from support import T0, make_signal
 
-from daemon.core.records import Mark, Reinforcement
+from daemon.core.records import Mark, Reinforcement, derived_id
 from daemon.store import NewSignal, Store, Tx
 from daemon.store.migrate import current_revision, upgrade
 
@@ -37,7 +37,7 @@ def observation(n: int, subject: str = "user.food", text: str = "") -> Any:
 def mark_of(signal: Any, subject: str, text: str) -> Mark:
     return Mark.observed(
         signal,
-        id=Mark.id_for_signal(signal.id),
+        id=derived_id("mk", signal.id),  # as releases before time-ordered mark ids made them
         subject=subject,
         observation=text,
         evidence={"signal_ids": [signal.id]},
@@ -97,6 +97,7 @@ def answers(store: Store) -> dict[str, Any]:
             "marks": [m.id for m in tx.marks.find("default", "user", states=("active",))],
             "forgotten": tx.marks.forgotten_ids(),
             "repeat": tx.marks.recent_texts("default", "user.food", 10),
+            "made by": [getattr(tx.marks.made_by(s.id), "id", None) for s in listing],
         }
 
     return store.read_sync(read)
@@ -112,6 +113,7 @@ def test_a_0008_store_keeps_every_row_and_answer_through_the_lean_schema(db_url:
         store.close()
     stored = rows(db_url)
     assert all(stored.values()), "every table holds rows to keep"
+    assert len(set(before["made by"]) - {None}) == 2, "the marks' signals find them"
 
     upgrade(db_url, "0011")
 

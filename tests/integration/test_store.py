@@ -27,10 +27,18 @@ from support import FAST_RETRY, T0
 
 from daemon.bus import DeliveryContext, Receptor, SignalBus
 from daemon.core.signal import Signal
-from daemon.store import NewSignal, Store, StoreCorrupt, Stored, StoreLost, Tx, check_sqlite_file
+from daemon.store import (
+    NewSignal,
+    Store,
+    StoreCorrupt,
+    Stored,
+    StoreLost,
+    Tx,
+    check_sqlite_file,
+    writer,
+)
 from daemon.store.fast_path import advance_cursor
 from daemon.store.migrate import current_revision, head_revision, upgrade
-from daemon.store import writer
 from daemon.store.writer import MAX_CONFLICT_RETRIES
 from daemon.testing import drained
 
