@@ -108,6 +108,17 @@ def _answer_all(answers: list[tuple[_Work, Any, BaseException | None]]) -> None:
         work.answer(result, error)
 
 
+def _wake_callers(answers: list[tuple[_Work, Any, BaseException | None]]) -> None:
+    # One wake-up of each waiting event loop for the whole batch, not one per caller.
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Work, Any, BaseException | None]]]
+    by_loop = {}
+    for answer in answers:
+        by_loop.setdefault(answer[0].future.get_loop(), []).append(answer)
+    for loop, answered in by_loop.items():
+        with suppress(RuntimeError):  # that loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(_answer_all, answered)
+
+
 @contextmanager
 def _transaction(connection: Connection, durable: bool) -> Iterator[None]:
     """One transaction of the writer, committed or rolled back (the exception goes on).
@@ -262,8 +273,11 @@ class Writer:
                 while True:
                     batch, stopping = self._next_batch()
                     if batch:
+                        answers: list[tuple[_Work, Any, BaseException | None]] = []
                         with self._busy:
-                            self._commit(connection, batch)
+                            self._timed_commit(connection, batch, answers)
+                        # Free before any caller wakes: its next lone emit may commit there.
+                        _wake_callers(answers)
                     if stopping:
                         return
             finally:
@@ -284,18 +298,6 @@ class Writer:
                 handed = self._queue.get_nowait()
             except queue.Empty:
                 return batch, False
-
-    def _commit(self, connection: Connection, batch: list[_Work]) -> None:
-        answers: list[tuple[_Work, Any, BaseException | None]] = []
-        self._timed_commit(connection, batch, answers)
-        # One wake-up of each waiting event loop for the whole batch, not one per caller.
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Work, Any, BaseException | None]]]
-        by_loop = {}
-        for answer in answers:
-            by_loop.setdefault(answer[0].future.get_loop(), []).append(answer)
-        for loop, answered in by_loop.items():
-            with suppress(RuntimeError):  # that loop is closed: nobody is waiting any more
-                loop.call_soon_threadsafe(_answer_all, answered)
 
     def _timed_commit(
         self,

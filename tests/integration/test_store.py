@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
@@ -317,6 +318,18 @@ async def test_a_lone_emit_is_committed_on_its_callers_thread_while_the_disk_is_
         threads.append(threading.current_thread().name)
         return tx.signals.append(new)
 
+    # The writer lingers after waking its callers, as a thread may when the GIL passes: the
+    # caller's next emit must still find the writer idle.
+    loop = asyncio.get_running_loop()
+    wake = loop.call_soon_threadsafe
+
+    def wake_then_linger(*args: Any) -> Any:
+        handle = wake(*args)
+        if threading.current_thread().name == "cambium-writer":
+            time.sleep(0.05)
+        return handle
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", wake_then_linger)
     monkeypatch.setattr(writer, "COMMIT_HERE_SECONDS", 60.0)
     here = "MainThread" if store.dialect == "sqlite" else "cambium-writer"
     await store.write_batched(append, NewSignal(ping(0), T0))  # no commit timed yet
