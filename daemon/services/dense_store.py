@@ -5,8 +5,11 @@ the store's own file, on PostgreSQL in its tables, written in the store's transa
 erased by its scrub. Recall searches a copy laid out for search, the memory-mapped int8
 matrix of :class:`~daemon.search.vector_file.VectorFile`, which :class:`StoredVectors`
 keeps in step: every change is a store transaction (which bumps the store's generation)
-followed by the same change to the file, committed under that generation, all under one
-lock. A file whose generation differs from the store's (a crash between the two, a deleted
+followed by the same change to the file, committed under that generation, one change at a
+time. A search waits only while the file's slots change, never for the store's transaction
+or the file's fsync (the worker's writes would hold every recall for a durable commit),
+except behind a change that erases: from its transaction on, no search may find what it
+erased. A file whose generation differs from the store's (a crash between the two, a deleted
 file) is repaired from the rows: what the store no longer has is zeroed, what the file
 lacks is copied, page by page, while recall ranks with what is there.
 
@@ -68,7 +71,8 @@ class StoredVectors:
         self.model = model
         self._base = base
         self._dimension = dimension
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one change at a time
+        self._searching = threading.Lock()  # held by a search, and while the slots change
         self._repairing = False
         self._file: VectorFile | None = None  # the daemon's is opened by prepare()
         self._writable = writable
@@ -95,7 +99,8 @@ class StoredVectors:
             file = VectorFile(self._base, self.model, self._dimension, writable=True)
             if self.store.write_sync(lambda tx: tx.dense.use_model(self.model)):
                 file.clear()
-            self._file = file
+            with self._searching:
+                self._file = file
             if self._current(file):
                 return
             self._repairing = True
@@ -107,16 +112,18 @@ class StoredVectors:
     def _repair(self, file: VectorFile, stopped: Callable[[], bool]) -> None:
         with self._lock:
             stored = np.asarray(self.store.read_sync(lambda tx: tx.dense.ids()), dtype=np.int64)
-            held = file.ids()
-            file.remove(held[~np.isin(held, stored)].tolist())
+            with self._searching:
+                held = file.ids()
+                file.remove(held[~np.isin(held, stored)].tolist())
             missing = stored[~np.isin(stored, held)].tolist()
         for start in range(0, len(missing), REPAIR_PAGE):
             if stopped():
                 return  # the next start goes on: the header still says "not current"
             page = missing[start : start + REPAIR_PAGE]
             with self._lock:
-                rows = self.store.read_sync(partial(_get, ids=page))
-                file.put([entry(row) for row in rows])
+                entries = [entry(row) for row in self.store.read_sync(partial(_get, ids=page))]
+                with self._searching:
+                    file.put(entries)
         with self._lock:
             file.commit(self.store.read_sync(lambda tx: tx.dense.model_and_generation())[1])
         if missing:
@@ -132,15 +139,15 @@ class StoredVectors:
             stored, replaced = dense.put(rows)
             return stored, replaced + (drop(dense) if drop is not None else [])
 
-        self._change(job)
+        self._change(job, erasing=drop is not None)
 
     def delete(self, drop: Callable[[DenseRows], list[int]]) -> int:
         """Delete what ``drop`` deletes, from the store and then from the file (zeroed on
         disk); how many vectors."""
-        return len(self._change(lambda dense: ([], drop(dense)))[1])
+        return len(self._change(lambda dense: ([], drop(dense)), erasing=True)[1])
 
     def _change(
-        self, job: Callable[[DenseRows], tuple[list[StoredVector], list[int]]]
+        self, job: Callable[[DenseRows], tuple[list[StoredVector], list[int]]], *, erasing: bool
     ) -> tuple[list[StoredVector], list[int]]:
         def transaction(dense: DenseRows) -> tuple[list[StoredVector], list[int], int | None]:
             stored, deleted = job(dense)
@@ -149,15 +156,32 @@ class StoredVectors:
         if not self._writable:
             raise PermissionError("the stored vectors are only read here")
         with self._lock:
-            stored, deleted, generation = self.store.write_sync(lambda tx: transaction(tx.dense))
+            if erasing:  # no search may find what the transaction erases
+                with self._searching:
+                    stored, deleted, generation = self.store.write_sync(
+                        lambda tx: transaction(tx.dense)
+                    )
+                    self._apply(stored, deleted, generation)
+            else:
+                stored, deleted, generation = self.store.write_sync(
+                    lambda tx: transaction(tx.dense)
+                )
+                with self._searching:
+                    self._apply(stored, deleted, generation)
             file = self._file
-            if generation is None or file is None:  # not opened yet: prepare() repairs it
-                return stored, deleted
-            file.remove(deleted)
-            file.put([entry(row) for row in stored])
-            # While repairing, the header must go on saying "not current".
-            file.commit(-1 if self._repairing else generation)
+            if generation is not None and file is not None:
+                # While repairing, the header must go on saying "not current".
+                file.commit(-1 if self._repairing else generation)
         return stored, deleted
+
+    def _apply(
+        self, stored: list[StoredVector], deleted: list[int], generation: int | None
+    ) -> None:
+        """The transaction's change to the file's slots (a file not opened yet is repaired
+        by prepare())."""
+        if generation is not None and self._file is not None:
+            self._file.remove(deleted)
+            self._file.put([entry(row) for row in stored])
 
     # -- searching -----------------------------------------------------------------------
 
@@ -171,13 +195,13 @@ class StoredVectors:
         key: int | None = None,
         since: int | None = None,
     ) -> list[Found]:
-        with self._lock:
+        with self._searching:
             if self._file is None:
                 return []
             return self._file.nearest(query, limit, kinds=kinds, floor=floor, key=key, since=since)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._searching:
             if self._file is not None:
                 self._file.close()
 
@@ -225,8 +249,7 @@ class StoredMarks:
             floor=self._semantic.min_similarity,
             key=None if scope is None else scope_code(scope),
         )
-        rows = self._vectors.store.read_sync(lambda tx: tx.dense.get([f.id for f in found]))
-        marks = {row.id: row.place for row in rows}
+        marks = self._vectors.store.read_sync(lambda tx: tx.dense.places([f.id for f in found]))
         return {
             marks[f.id].source: f.similarity
             for f in found

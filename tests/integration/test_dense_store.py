@@ -1,0 +1,90 @@
+"""The stored vectors beside their memory-mapped copy, searched while they change: recall
+must not wait for the worker's durable commit (on a 1M-line store it held every semantic
+recall for it), and must never find what a change erases."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Timeout
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.core.vectors import DAILY, LIVE, NewVector, Place, Vector
+from daemon.store import Store
+
+pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+
+DAY = date(2026, 4, 11)
+
+
+class HeldTransactions:
+    """``store.write_sync`` held at its start until released: a slow durable commit."""
+
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered, self.released = threading.Event(), threading.Event()
+        write_sync = store.write_sync
+
+        def held(work: Callable[[Any], Any]) -> Any:
+            self.entered.set()
+            self.released.wait(10)
+            return write_sync(work)
+
+        monkeypatch.setattr(store, "write_sync", held)
+
+
+def test_a_search_goes_on_while_the_worker_stores_vectors_and_then_sees_them(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_fusion import stored_parts
+
+    from daemon.search.fusion import meaning_hash
+    from daemon.search.vector_file import LIVE_LINE, quantize
+
+    parts = stored_parts(store, tmp_path)
+
+    def line(part: int, text: str) -> NewVector:
+        values, scale = quantize(parts.semantic.embedder.embed([text])[0])
+        place = Place(DAILY, DAY.isoformat(), LIVE, part)
+        return NewVector(place, meaning_hash((text,)), Vector(values.tobytes(), scale))
+
+    query = parts.semantic.embed_query("violin concert")
+
+    def search() -> list[int]:
+        found = parts.vectors.nearest(query, 5, kinds=(LIVE_LINE,), floor=0.2)
+        return sorted(f.part for f in found)
+
+    parts.vectors.write([line(1, "violin practice")])
+    held = HeldTransactions(store, monkeypatch)
+    writing = threading.Thread(target=parts.vectors.write, args=([line(2, "cello concert")],))
+    writing.start()
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            assert held.entered.wait(5)
+            assert pool.submit(search).result(timeout=2) == [1]  # the file as it was
+        finally:
+            held.released.set()
+            writing.join(10)
+    assert search() == [1, 2]
+
+    erasing = threading.Thread(
+        target=parts.vectors.delete,
+        args=(lambda dense: dense.drop_group(DAILY, DAY.isoformat(), LIVE),),
+    )
+    held.entered.clear()
+    held.released.clear()
+    erasing.start()
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            assert held.entered.wait(5)
+            waiting = pool.submit(search)
+            with pytest.raises(Timeout):  # it might find what is being erased
+                waiting.result(timeout=0.3)
+        finally:
+            held.released.set()
+            erasing.join(10)
+        assert waiting.result(timeout=10) == []
