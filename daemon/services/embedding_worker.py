@@ -29,7 +29,17 @@ import structlog
 
 from daemon.core.text_rows import DAILY as TEXT_DAILY
 from daemon.core.text_rows import LIVE as TEXT_LIVE
-from daemon.core.vectors import ARCHIVED, DAILY, LIVE, MARKS, Coverage, NewVector, Place, Vector
+from daemon.core.vectors import (
+    ARCHIVED,
+    DAILY,
+    LIVE,
+    MARKS,
+    Coverage,
+    MarkToEmbed,
+    NewVector,
+    Place,
+    Vector,
+)
 from daemon.files.daily import DailyLog
 from daemon.search.embedding import Interrupted
 from daemon.search.fusion import document_texts, line_meanings, meaning_hash
@@ -37,7 +47,7 @@ from daemon.search.semantic import DenseIndex, Semantic, mean_meaning, release_m
 from daemon.search.vector_file import quantize
 from daemon.services.dense_store import StoredVectors
 from daemon.services.mark_search import MarkSearch
-from daemon.store import DenseRows
+from daemon.store import DenseRows, Tx
 
 log = structlog.get_logger("cambium.embedding")
 
@@ -52,6 +62,10 @@ Document = tuple[Place, tuple[str, ...], int]
 def document_hashes(lines: Sequence[str]) -> list[bytes]:
     """The hash each line of a daily file is embedded under (see :func:`line_meanings`)."""
     return [meaning_hash(document_texts(meaning)) for meaning in line_meanings(lines)]
+
+
+def _marks_to_embed(tx: Tx, limit: int, after: str) -> list[MarkToEmbed]:
+    return tx.dense.marks_to_embed(limit, after)
 
 
 def _drop_file(dense: DenseRows, source: str, state: str) -> list[int]:
@@ -170,10 +184,12 @@ class EmbeddingWorker:
 
     def _marks(self) -> bool:
         worked = self.vectors.delete(lambda dense: dense.outdated_marks()) > 0
+        after = ""  # (a mark changed behind this is embedded by the next pass)
         while not self.stopped():
-            todo = self._store.read_sync(lambda tx: tx.dense.marks_to_embed(self._batch))
+            todo = self._store.read_sync(partial(_marks_to_embed, limit=self._batch, after=after))
             if not todo:
                 break
+            after = todo[-1].id
             docs = [
                 (Place(MARKS, m.id, scope=m.workspace), document_texts((m.observation,)), m.digest)
                 for m in todo

@@ -41,10 +41,14 @@ _MARK_CURRENT = exists().where(
 )
 
 
+def _place(row: Sequence[object]) -> Place:
+    layer, source, state_, part, scope = row
+    return Place(str(layer), str(source), str(state_), int(part), str(scope))  # type: ignore[call-overload]
+
+
 def _stored(row: Sequence[object]) -> StoredVector:
-    id_, layer, source, state_, part, scope, values, scale = row
-    place = Place(str(layer), str(source), str(state_), int(part), str(scope))  # type: ignore[call-overload]
-    return StoredVector(int(id_), place, Vector(bytes(values), float(scale)))  # type: ignore[call-overload, arg-type]
+    id_, *place, values, scale = row
+    return StoredVector(int(id_), _place(place), Vector(bytes(values), float(scale)))  # type: ignore[call-overload, arg-type]
 
 
 class DenseRows:
@@ -109,6 +113,16 @@ class DenseRows:
             found += [_stored(tuple(row)) for row in self.connection.execute(query)]
         return found
 
+    def places(self, ids: Sequence[int]) -> dict[int, Place]:
+        """Where the vectors of these ids belong (those that exist), without their values."""
+        found: dict[int, Place] = {}
+        for chunk in in_chunks(sorted(ids)):
+            query = select(*_COLUMNS[:6]).where(vectors.c.id.in_(chunk))
+            found.update(
+                (int(id_), _place(place)) for id_, *place in self.connection.execute(query)
+            )
+        return found
+
     def after(self, last_id: int, limit: int) -> list[StoredVector]:
         """Up to ``limit`` vectors with an id above ``last_id``, by id."""
         query = select(*_COLUMNS).where(vectors.c.id > last_id).order_by(vectors.c.id).limit(limit)
@@ -131,8 +145,10 @@ class DenseRows:
         )
         return {(source, st): fp for source, st, fp in self.connection.execute(query)}
 
-    def marks_to_embed(self, limit: int) -> list[MarkToEmbed]:
-        """Marks whose text row has no current vector, up to ``limit``."""
+    def marks_to_embed(self, limit: int, after: str = "") -> list[MarkToEmbed]:
+        """Marks whose text row has no current vector, up to ``limit``, by id from the one
+        after ``after`` (the last of the page before: each page starts where that one ended,
+        rather than passing every mark embedded since the pass began)."""
         current = exists().where(
             vectors.c.layer == MARKS,
             vectors.c.source == text_rows.c.source,
@@ -141,8 +157,8 @@ class DenseRows:
         query = (
             select(text_rows.c.source, text_rows.c.scope, text_rows.c.digest, marks.c.observation)
             .join(marks, marks.c.id == text_rows.c.source)
-            .where(text_rows.c.layer == MARKS, ~current)
-            .order_by(text_rows.c.id)
+            .where(text_rows.c.layer == MARKS, text_rows.c.source > after, ~current)
+            .order_by(text_rows.c.source)
             .limit(limit)
         )
         return [

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 from test_marks_store import T0, insert, make_mark
 
 from daemon.search.marks import is_free_text
@@ -77,3 +79,35 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     assert search(store, index, "soup") == ["mk_b"]
     worker.run_once()  # nothing comes back
     assert hashes() == {b"mk_b"}
+
+
+def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -> None:
+    """The worker reads the marks to embed a page at a time: a page seeks past the last
+    one's marks instead of passing every mark embedded since the pass began (on 100,000
+    marks, 76 ms a page, most of the worker's time outside the model)."""
+    insert(store, *(make_mark(f"mk_{c}", "user.food", observation=f"{c} soup") for c in "cab"))
+    MarkSearch().index(store)
+
+    def page(after: str) -> list[str]:
+        return [m.id for m in store.read_sync(lambda tx: tx.dense.marks_to_embed(2, after))]
+
+    assert page("") == ["mk_a", "mk_b"]
+    assert page("mk_b") == ["mk_c"]
+    assert page("mk_c") == []
+    if store.dialect == "sqlite":
+        statements: list[tuple[str, Any]] = []
+
+        def seen(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+            statements.append((statement, parameters))
+
+        event.listen(store._reader, "before_cursor_execute", seen)
+        try:
+            page("mk_a")
+        finally:
+            event.remove(store._reader, "before_cursor_execute", seen)
+        ((statement, parameters),) = (s for s in statements if "dense_vectors" in s[0])
+        plan = store.read_sync(
+            lambda tx: tx.connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+        ).all()
+        steps = " / ".join(row[-1] for row in plan)
+        assert "source>?" in steps and "TEMP B-TREE" not in steps, steps
