@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -260,6 +261,12 @@ class Memory:
         if await self.mark_search.index_in_writer(self.store):
             self._wake_embedding()
 
+    def foreground(self) -> AbstractContextManager[None]:
+        """Recall's work, which the embedding worker's model calls make way for."""
+        if self.semantic is None:
+            return nullcontext()
+        return self.semantic.semantic.embedder.foreground()
+
     def _wake_embedding(self) -> None:
         worker = None if self.semantic is None else self.semantic.worker
         if worker is not None:
@@ -290,6 +297,11 @@ def semantic_recall(config: RecallConfig, store: Store, daemon: bool) -> Semanti
 
 def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     """Blocking (database and files): call it from a worker thread in async code."""
+    with memory.foreground():
+        return _recall(query, memory, now)
+
+
+def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     since = horizon_start(query.horizon, now, memory.zone) if query.horizon else None
     marks = _marks(query, memory, now, since) if "marks" in query.layers else []
     substrate: list[SubstrateHit] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import date
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +50,9 @@ class MeaningEmbedder:
 
     def interrupt(self) -> None:
         pass  # a batch here takes no time
+
+    def foreground(self) -> AbstractContextManager[None]:
+        return nullcontext()  # nor does it hold a core
 
     def embed(
         self, texts: Sequence[str], *, interruptible: bool = False

@@ -85,3 +85,42 @@ def test_a_batch_of_long_texts_stays_within_the_memory_cap(words: int, int8_mode
     )
     # 32 texts of 64 and of 128 tokens: 135 and 393 MB in one call, were they not split.
     assert int(peak.stdout) <= embedding.DEFAULT_MEMORY_BYTES
+
+
+def test_a_background_batch_makes_way_for_foreground_work_and_is_then_finished(
+    int8_model: Path,
+) -> None:
+    """While a recall runs, the worker's model call leaves the cores to it (stopped, not
+    slowed: this process uses next to no CPU meanwhile) and is run again after it."""
+    import threading
+    import time
+
+    # One model call of about a second: 32 texts of some 150 tokens, within the memory cap.
+    embedder = embedding.OnnxEmbedder(
+        int8_model, TOKENIZER, model_id="int8", threads=1, memory_bytes=2048 * 1024 * 1024
+    )
+    texts = [f"day {n}: " + " ".join(DAILY.splitlines() * 4) for n in range(32)]
+    expected = embedder.embed(texts)
+    done: list[object] = []
+    batch = threading.Thread(target=lambda: done.append(embedder.embed(texts, interruptible=True)))
+    batch.start()
+    time.sleep(0.05)  # the model call is running
+    with embedder.foreground():
+        time.sleep(0.05)  # stopped between two nodes
+        before = time.process_time()
+        time.sleep(0.5)
+        used = time.process_time() - before
+        assert done == []
+    assert used < 0.1  # unpreempted, the batch would use the whole 0.5 s of a core
+    batch.join(30)
+    assert len(done) == 1 and done[0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_stopped_embedder_refuses_background_batches_but_answers_queries(
+    int8_model: Path,
+) -> None:
+    embedder = embedding.OnnxEmbedder(int8_model, TOKENIZER, model_id="int8", threads=1)
+    embedder.interrupt()
+    with pytest.raises(embedding.Interrupted):
+        embedder.embed([QUESTION], interruptible=True)
+    assert embedder.embed([QUESTION]).shape == (1, 384)
