@@ -24,6 +24,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -156,8 +157,9 @@ class Semantic:
     # Below this cosine similarity a text is not about the query at all: without a floor
     # every query would find "the nearest" lines, however unrelated.
     min_similarity: float
-    _queries: OrderedDict[str, Vectors]
+    _queries: OrderedDict[str, Future[Vectors]]
     _lock: threading.Lock
+    _ahead: ThreadPoolExecutor
 
     @classmethod
     def create(
@@ -166,7 +168,8 @@ class Semantic:
         cache: EmbeddingCache | None,
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
     ) -> Semantic:
-        return cls(embedder, cache, min_similarity, OrderedDict(), threading.Lock())
+        ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cambium-query")
+        return cls(embedder, cache, min_similarity, OrderedDict(), threading.Lock(), ahead)
 
     def embed_texts(self, texts: Sequence[str], *, interruptible: bool = False) -> Vectors:
         """Embeddings of ``texts``, from the cache where it has them; new ones are
@@ -191,17 +194,39 @@ class Semantic:
 
     def embed_query(self, query: str) -> Vectors:
         """One query's embedding (a row), remembered for the next few queries."""
+        future, mine = self._remembered(query)
+        if mine:
+            self._embed_into(future, query)
+        return future.result()
+
+    def embed_query_ahead(self, query: str) -> None:
+        """Start embedding ``query`` in a thread of its own, to be ready when recall asks:
+        the model leaves the interpreter free meanwhile, so recall's lexical work goes on
+        beside it on another core."""
+        future, mine = self._remembered(query)
+        if mine:
+            self._ahead.submit(self._embed_into, future, query)
+
+    def _remembered(self, query: str) -> tuple[Future[Vectors], bool]:
+        """The query's embedding, done or under way, and whether the caller must compute it."""
         with self._lock:
-            remembered = self._queries.get(query)
-            if remembered is not None:
+            future = self._queries.get(query)
+            if future is not None:
                 self._queries.move_to_end(query)
-                return remembered
-        vector: Vectors = self.embedder.embed([query])[0]
-        with self._lock:
-            self._queries[query] = vector
+                return future, False
+            future = self._queries[query] = Future()
             while len(self._queries) > QUERY_CACHE:
                 self._queries.popitem(last=False)
-        return vector
+            return future, True
+
+    def _embed_into(self, future: Future[Vectors], query: str) -> None:
+        try:
+            future.set_result(self.embedder.embed([query])[0])
+        except BaseException as exc:
+            with self._lock:  # not remembered: the next recall of it tries again
+                if self._queries.get(query) is future:
+                    del self._queries[query]
+            future.set_exception(exc)
 
 
 def mean_meaning(vectors: Vectors) -> Vectors:

@@ -298,6 +298,8 @@ def semantic_recall(config: RecallConfig, store: Store, daemon: bool) -> Semanti
 def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     """Blocking (database and files): call it from a worker thread in async code."""
     with memory.foreground():
+        if memory.semantic is not None and query.about:
+            memory.semantic.embed_ahead(query.about)
         return _recall(query, memory, now)
 
 

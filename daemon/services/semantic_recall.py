@@ -46,6 +46,12 @@ class SemanticRecall:
         daily.on_redact(self.worker.forget_lines)
         return self.worker
 
+    def embed_ahead(self, query: str) -> None:
+        """Start embedding the question recall will rank by meaning, if anything is
+        embedded to rank (see :meth:`Semantic.embed_query_ahead`)."""
+        if self.vectors.embedded or len(self.substrate):
+            self.semantic.embed_query_ahead(query)
+
     def coverage(self) -> Coverage:
         """How much is embedded: the worker's count, or (a process without one: the CLI)
         the stored vectors of the daily lines and marks, of all of them and of the

@@ -429,3 +429,33 @@ def test_the_cache_is_private_and_never_written_through_a_link(
     with pytest.raises(RefusedFile, match="symlink"):
         semantic.EmbeddingCache(linked, "model-a", 2)
     assert not elsewhere.exists()
+
+
+def test_a_question_embedded_ahead_is_computed_once_beside_the_caller(
+    shared: semantic_module.Semantic, embedder: MeaningEmbedder
+) -> None:
+    """Recall starts embedding its question in a thread of its own and finds it ready when
+    it ranks by meaning; a failed embedding is not remembered."""
+    import threading
+
+    threads: list[str] = []
+    embed = embedder.embed
+
+    def recording(texts: Sequence[str], *, interruptible: bool = False) -> Any:
+        threads.append(threading.current_thread().name)
+        if texts == ["broken"]:
+            raise RuntimeError("the model failed")
+        return embed(texts, interruptible=interruptible)
+
+    embedder.embed = recording  # type: ignore[method-assign]
+    shared.embed_query_ahead("which instrument")
+    ahead = shared.embed_query("which instrument")
+    assert ahead.tolist() == embed(["which instrument"])[0].tolist()
+    assert len(threads) == 1 and threads[0].startswith("cambium-query")
+    shared.embed_query("which instrument")
+    assert len(threads) == 1  # remembered
+    with pytest.raises(RuntimeError):
+        shared.embed_query("broken")
+    with pytest.raises(RuntimeError):
+        shared.embed_query("broken")
+    assert len(threads) == 3  # asked again, not the failure remembered
