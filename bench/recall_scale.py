@@ -22,7 +22,9 @@ At each size (10k, 100k and 1M lines), in this order, on the real daemon and CLI
 - ``cambium memory recall`` as a whole process with the daemon up and with it down, and
   ``grep -rliE`` over the same daily files, for the same questions;
 - the daemon's RSS after those recalls; at the largest size, again after 40,000
-  observations over the socket and 50 more recalls.
+  observations over the socket and 50 more recalls;
+- at the largest size, the same store with semantic recall on, while its worker embeds
+  (:mod:`bench.recall_semantic`).
 
     .venv/bin/python -m bench.recall_scale [--lines 10000,100000,1002100]
 """
@@ -339,6 +341,10 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             home.stop()
         p50, p99 = percentiles(latencies)
         raw50, raw99 = percentiles(raws)
+        if largest:  # the same store again, semantic recall on and nothing embedded yet
+            from bench import recall_semantic  # (it imports this module)
+
+            grow += recall_semantic.measure(home, questions, (p50, p99))
         figures += [
             at_most(f"{at}: daemon start-up on the current index", home.startup_seconds, 3, "s"),
             at_most(f"{at}: first recall after start", first, 1000, "ms"),
