@@ -231,6 +231,9 @@ class EmbeddingWorker:
         }
 
     def _daily_file(self, day: date, state: str, fingerprint: str) -> None:
+        # The file is indexed (its signature led here): count it in the total, which a count
+        # taken while it was being indexed left short ("8 of 8 embedded" with 392 to go).
+        self._count()
         source = day.isoformat()
         # Recorded as begun: a file whose vectors are partly stored is known, whatever
         # happens to it before it is done.

@@ -459,3 +459,35 @@ def test_a_question_embedded_ahead_is_computed_once_beside_the_caller(
     with pytest.raises(RuntimeError):
         shared.embed_query("broken")
     assert len(threads) == 3  # asked again, not the failure remembered
+
+
+def test_the_total_counts_a_file_indexed_after_the_pass_began(
+    semantic: ModuleType,
+    embedder: MeaningEmbedder,
+    shared: semantic_module.Semantic,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the start indexes a file, the worker may count before the file's lines are in:
+    the coverage must not then say "8 of 8 embedded" while the rest of the file waits."""
+    directory = tmp_path / "daily"
+    daily, worker = stored_daily(directory, store, shared, tmp_path)
+    directory.mkdir(exist_ok=True)
+    (directory / f"{DAY}.md").write_text("".join(f"a cello, take {n}\n" for n in range(12)))
+    seen = []
+    embed = embedder.embed
+
+    def watching(texts: Sequence[str], *, interruptible: bool = False) -> Any:
+        seen.append(worker.coverage())
+        return embed(texts, interruptible=interruptible)
+
+    def index_meanwhile() -> bool:  # the pass has counted; now the start indexes the file
+        daily.refresh()
+        return False
+
+    embedder.embed = watching  # type: ignore[method-assign]
+    monkeypatch.setattr(worker, "_marks", index_meanwhile)
+    worker.run_once()
+    assert [(c.embedded, c.total) for c in seen] == [(0, 12), (4, 12), (8, 12)]
+    assert (worker.coverage().embedded, worker.coverage().total) == (12, 12)
