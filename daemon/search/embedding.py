@@ -79,8 +79,8 @@ class Foreground:
     the worker idle), whatever the batch thread's priority (nice 19 changed nothing): the
     cores share what the CPU caches hold. So a batch running when foreground work begins is
     stopped (``preempt``, between two of the model's nodes) and run again once the foreground
-    has been quiet for :data:`QUIET_SECONDS`; at one recall a second that wastes at most a
-    model call's work (32 texts) a second."""
+    has been quiet for :data:`QUIET_SECONDS`, then to its end; at one recall a second that
+    wastes at most a model call's work (32 texts) a second."""
 
     def __init__(self, preempt: Callable[[], None], clock: Callable[[], float] = time.monotonic):
         self._preempt = preempt
@@ -226,8 +226,11 @@ class OnnxEmbedder:
         self._model_id = model_id
         self._memory_bytes = memory_bytes
         # Background batches run with these options: interrupt() and foreground work set
-        # their terminate flag, which onnxruntime checks between the graph's nodes.
+        # their terminate flag, which onnxruntime checks between the graph's nodes. A call
+        # foreground work stopped once runs again with the second: only interrupt() stops it,
+        # so recalls one after another can slow the worker but never hold it still.
         self._background = onnxruntime.RunOptions()
+        self._run_again = onnxruntime.RunOptions()
         self._stopping = False
         self._foreground = Foreground(self._preempt)
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
@@ -258,6 +261,7 @@ class OnnxEmbedder:
     def interrupt(self) -> None:
         self._stopping = True
         self._background.terminate = True
+        self._run_again.terminate = True
         self._foreground.stop()
 
     def foreground(self) -> AbstractContextManager[None]:
@@ -307,8 +311,8 @@ class OnnxEmbedder:
         return normalise(pooled)
 
     def _run(self, feeds: dict[str, Any], options: onnxruntime.RunOptions) -> list[Any]:
-        """A background model call: after any foreground work, and again if foreground work
-        stopped it."""
+        """A background model call: after any foreground work, and once more, to its end,
+        if foreground work stopped it."""
         while self._foreground.wait_until_quiet(then=self._resume):
             try:
                 outputs: list[Any] = self._session.run(None, feeds, options)
@@ -316,6 +320,7 @@ class OnnxEmbedder:
             except Exception:  # onnxruntime's own error type, for a terminated run
                 if not options.terminate:
                     raise
+            options = self._run_again
         raise Interrupted("the embedder was stopped")
 
 

@@ -124,3 +124,28 @@ def test_a_stopped_embedder_refuses_background_batches_but_answers_queries(
     with pytest.raises(embedding.Interrupted):
         embedder.embed([QUESTION], interruptible=True)
     assert embedder.embed([QUESTION]).shape == (1, 384)
+
+
+def test_a_batch_stopped_once_is_run_to_its_end_whatever_comes_next(int8_model: Path) -> None:
+    """Recalls one after another slow the worker but never hold it still: a model call
+    foreground work stopped once is run again to its end, even if another recall begins."""
+    import threading
+    import time
+
+    embedder = embedding.OnnxEmbedder(
+        int8_model, TOKENIZER, model_id="int8", threads=1, memory_bytes=2048 * 1024 * 1024
+    )
+    texts = [f"day {n}: " + " ".join(DAILY.splitlines() * 4) for n in range(32)]
+    done: list[object] = []
+    batch = threading.Thread(target=lambda: done.append(embedder.embed(texts, interruptible=True)))
+    batch.start()
+    time.sleep(0.05)
+    with embedder.foreground():  # stops the call
+        time.sleep(0.05)
+    time.sleep(embedding.QUIET_SECONDS + 0.1)  # the call runs again
+    with embedder.foreground():  # and is not stopped this time
+        deadline = time.monotonic() + 30
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done, "the call was stopped again"
+    batch.join(5)
