@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import date
 from functools import partial
 from pathlib import Path
@@ -72,7 +73,7 @@ class StoredVectors:
         self._base = base
         self._dimension = dimension
         self._lock = threading.Lock()  # one change at a time
-        self._searching = threading.Lock()  # held by a search, and while the slots change
+        self._searching = threading.RLock()  # held by a search, and while the slots change
         self._repairing = False
         self._file: VectorFile | None = None  # the daemon's is opened by prepare()
         self._writable = writable
@@ -156,32 +157,22 @@ class StoredVectors:
         if not self._writable:
             raise PermissionError("the stored vectors are only read here")
         with self._lock:
-            if erasing:  # no search may find what the transaction erases
-                with self._searching:
-                    stored, deleted, generation = self.store.write_sync(
-                        lambda tx: transaction(tx.dense)
-                    )
-                    self._apply(stored, deleted, generation)
-            else:
+            # A change that erases keeps searches out from its transaction on: none may find
+            # what it erased. Any other lets them go on with the file as it was until then.
+            with self._searching if erasing else nullcontext():
                 stored, deleted, generation = self.store.write_sync(
                     lambda tx: transaction(tx.dense)
                 )
-                with self._searching:
-                    self._apply(stored, deleted, generation)
-            file = self._file
-            if generation is not None and file is not None:
-                # While repairing, the header must go on saying "not current".
-                file.commit(-1 if self._repairing else generation)
+                file = self._file
+                if generation is None or file is None:  # not opened yet: prepare() repairs it
+                    return stored, deleted
+                entries = [entry(row) for row in stored]
+                with self._searching:  # (re-entered when erasing)
+                    file.remove(deleted)
+                    file.put(entries)
+            # While repairing, the header must go on saying "not current".
+            file.commit(-1 if self._repairing else generation)
         return stored, deleted
-
-    def _apply(
-        self, stored: list[StoredVector], deleted: list[int], generation: int | None
-    ) -> None:
-        """The transaction's change to the file's slots (a file not opened yet is repaired
-        by prepare())."""
-        if generation is not None and self._file is not None:
-            self._file.remove(deleted)
-            self._file.put([entry(row) for row in stored])
 
     # -- searching -----------------------------------------------------------------------
 
