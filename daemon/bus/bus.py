@@ -81,10 +81,14 @@ class SignalBus:
             )
             for r in self.receptors
         }
+        allowed = set(keys if may_own is None else may_own)
         self._leases = Leases(
             store,
             owner or f"{socket.gethostname()}:{os.getpid()}",
-            keys if may_own is None else may_own,
+            # In the receptors' order, the order every transaction of the fleet locks their
+            # cursor rows in (registration, inline delivery): any other order lets a start's
+            # registration and a member's renewal wait for each other (a deadlock).
+            [key for key in keys if key in allowed],
             lease_seconds,
             clock,
         )

@@ -24,7 +24,7 @@ class Leases:
     ) -> None:
         self.store = store
         self.owner = owner
-        self.may_own = sorted(may_own)
+        self.may_own = list(may_own)  # the order its cursor rows are locked in
         self.seconds = seconds
         self.clock = clock
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import anyio
 import pytest
 from emitter_process import Counter, applied, create_applied_table
-from sqlalchemy import select
+from sqlalchemy import Connection, create_engine, select, text, update
 from support import T0
 
 from daemon.bus import SignalBus
@@ -152,3 +154,60 @@ async def test_a_receptor_the_daemon_may_not_own_waits_for_one_that_may(store: S
         with anyio.fail_after(10):
             assert await bus.settled(stored.id) == {"counter": "delivered"}
     assert applied(store) == [stored.id]
+
+
+class Named(Counter):
+    """A receptor like Counter under another key."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key  # type: ignore[misc]
+
+
+def test_a_renewal_locks_the_cursor_rows_in_the_order_a_start_registers_them(
+    fleet_store: Store, postgres_url: str
+) -> None:
+    """A daemon starting registers its receptors in their order, locking each cursor row,
+    while the fleet's members renew their leases. A renewal that took the rows in another
+    order (say, by name) held one the start needed while it waited for one the start held:
+    a deadlock, which once made a starting daemon exit ("deadlock detected")."""
+    store = fleet_store
+    receptors = ["zeta", "alpha"]  # registered in this order, which is not the names' order
+    for key in receptors:
+        store.write_sync(lambda tx, k=key: tx.signals.register(k, {"test.ping"}, T0))
+    bus = SignalBus(store, [Named(key) for key in receptors], may_own=sorted(receptors))
+    engine = create_engine(postgres_url)
+    starting, looking = engine.connect(), engine.connect()
+    store.start()
+    pool = ThreadPoolExecutor(1)
+    try:
+        # The start's registration holds the first receptor's row...
+        starting.begin()
+        starting.execute(update(CURSORS).where(CURSORS.c.receptor == "zeta").values(binds=[]))
+        renewed = pool.submit(anyio.run, bus._leases.renew)
+        wait_for_a_lock_wait(looking)
+        # ...and the renewal, waiting for it, holds no row the start needs next.
+        free = select(CURSORS.c.receptor).with_for_update(skip_locked=True)
+        with looking.begin():
+            assert looking.execute(free).scalars().all() == ["alpha"]
+        starting.rollback()
+        assert renewed.result(timeout=10) == frozenset(receptors)
+    finally:
+        starting.close()  # (rolls back: a renewal still waiting goes on)
+        pool.shutdown()
+        looking.close()
+        engine.dispose()
+        store.close()
+
+
+def wait_for_a_lock_wait(connection: Connection) -> None:
+    """Until some session waits to update a cursor row."""
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND query LIKE 'UPDATE receptor_cursors%' AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + 10
+    while connection.execute(waiting).scalar() == 0:
+        connection.rollback()
+        assert time.monotonic() < deadline, "the renewal never waited for the row"
+        time.sleep(0.01)
+    connection.rollback()
