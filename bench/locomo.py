@@ -67,6 +67,7 @@ from daemon.search.text import K1, B, terms
 from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, StoreTextIndex
 from daemon.store.migrate import upgrade
+from daemon.testing import postgres_schema
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RESULTS = REPOSITORY / "bench" / "results" / "locomo.json"
@@ -187,9 +188,12 @@ def load_embedding(directory: Path) -> Embedding | None:
     return Embedding(hybrid_log, model_seconds=seconds, model_rss_mb=rss_mb() - before)
 
 
-def new_store(stores: ExitStack, scratch: str) -> Store:
-    """A fresh SQLite store as the daemon keeps it (one conversation's statistics)."""
+def new_store(stores: ExitStack, scratch: str, server: str | None = None) -> Store:
+    """A fresh store as the daemon keeps it (one conversation's statistics): an SQLite file,
+    or with ``server`` (a PostgreSQL URL) a schema of its own there, dropped afterwards."""
     url = f"sqlite:///{tempfile.mkdtemp(dir=scratch)}/cambium.db"
+    if server is not None:
+        url, _ = stores.enter_context(postgres_schema(server, prefix="locomo_"))
     upgrade(url)
     store = Store(url)
     store.start()
@@ -219,7 +223,15 @@ def main() -> None:
         prog="python -m bench.locomo", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--only", help="comma-separated conversations to run (default: all)")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="a PostgreSQL server to keep each conversation's index in, a schema each"
+        " (default: an SQLite file each); results go to locomo-postgresql.json",
+    )
     arguments = parser.parse_args()
+    server = arguments.store
+    results_file = RESULTS if server is None else RESULTS.with_name("locomo-postgresql.json")
     root = data_directory()
     if not root.is_dir():
         raise SystemExit(
@@ -244,7 +256,7 @@ def main() -> None:
         embedding = load_embedding(Path(scratch))
         for conversation in conversations:
             daily = DailyLog(
-                conversation / "daily", index=StoreTextIndex(new_store(stores, scratch))
+                conversation / "daily", index=StoreTextIndex(new_store(stores, scratch, server))
             )
             daily.search("warm up", since=None, limit=1)  # reads and indexes the files
             baseline = Baseline(daily)
@@ -253,7 +265,7 @@ def main() -> None:
                 "bm25_baseline": partial(baseline.rank, k=max(KS)),
             }
             if embedding is not None:
-                store = new_store(stores, scratch)
+                store = new_store(stores, scratch, server)
                 started, started_cpu = time.perf_counter(), time.thread_time()
                 own = Path(tempfile.mkdtemp(dir=scratch))
                 hybrid = embedding.hybrid_log(conversation / "daily", store, own)
@@ -296,6 +308,7 @@ def main() -> None:
     total = asked.total()
     results = {
         "data": str(root),
+        "store": "sqlite" if server is None else "postgresql",
         "conversations": [p.name for p in conversations],
         "questions": total,
         **{name: share(name, asked) for name in ran},
@@ -330,10 +343,10 @@ def main() -> None:
         "rss_mb": round(rss_mb(), 1),
         "load_average": os.getloadavg()[0],
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    results_file.parent.mkdir(parents=True, exist_ok=True)
+    results_file.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
-    print(f"LoCoMo dev: {total} questions (categories 1-4 with evidence)")
+    print(f"LoCoMo dev: {total} questions (categories 1-4 with evidence), {results['store']}")
     print(f"{'':24}{'k=5':>8}{'k=10':>8}{'p50 ms':>10}{'p99 ms':>10}{'cpu p50':>10}{'cpu p99':>10}")
     for name in ran:
         at, ms, cpu_ms = share(name, asked), latency(name, latencies), latency(name, cpu)
@@ -361,7 +374,7 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}: p50/p99 are wall-clock, cpu the CPU time of "
         "the searching thread (closer to an idle machine's latency when the load is high)"
     )
-    print(f"written to {RESULTS.relative_to(REPOSITORY)}")
+    print(f"written to {results_file.relative_to(REPOSITORY)}")
 
 
 if __name__ == "__main__":

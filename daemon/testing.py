@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -204,3 +205,22 @@ def subject_matches(prefix: str, candidate: str) -> bool:
     p = normalize_subject(prefix)
     c = normalize_subject(candidate)
     return p == "" or c == p or c.startswith(p + ".")
+
+
+@contextmanager
+def postgres_schema(server: str, prefix: str = "t_") -> Iterator[tuple[str, str]]:
+    """A new, empty schema on the PostgreSQL ``server`` (a URL) and a URL whose connections
+    use it, with the schema's name; the schema is dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    schema = f"{prefix}{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in server else "?"
+    try:
+        yield f"{server}{separator}options=-csearch_path%3D{schema}", schema
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()

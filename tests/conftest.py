@@ -4,7 +4,6 @@ CAMBIUM_TEST_POSTGRES_URL is set (CI sets it); without it those cases are skippe
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,9 +19,9 @@ from migrated import (
     replay,
     shape,
 )
-from sqlalchemy import create_engine, text
 
 from daemon.store import Store
+from daemon.testing import postgres_schema
 
 POSTGRES_URL = os.environ.get("CAMBIUM_TEST_POSTGRES_URL")
 SQLITE_PREFIX = "sqlite:///"
@@ -69,17 +68,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def empty_schema() -> Iterator[tuple[str, str]]:
     """A fresh, empty schema on the test server and a URL that works in it; dropped after."""
     assert POSTGRES_URL is not None
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}", schema
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema(POSTGRES_URL) as found:
+        yield found
 
 
 @pytest.fixture(autouse=True)
