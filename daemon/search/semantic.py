@@ -23,7 +23,7 @@ import hashlib
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,7 @@ from daemon.search.embedding import (
 )
 
 K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 
 QUERY_CACHE = 256  # recent query embeddings kept in memory
 # For all-MiniLM-L6-v2: unrelated sentences score about 0 to 0.2. On the LoCoMo dev set a
@@ -206,6 +207,12 @@ class Semantic:
         future, mine = self._remembered(query)
         if mine:
             self._ahead.submit(self._embed_into, future, query)
+
+    def ahead(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` in the query thread, after the embeddings started ahead before it
+        (what needs the question's embedding can follow it there, beside recall's lexical
+        work)."""
+        return self._ahead.submit(work)
 
     def _remembered(self, query: str) -> tuple[Future[Vectors], bool]:
         """The query's embedding, done or under way, and whether the caller must compute it."""

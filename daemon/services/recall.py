@@ -299,7 +299,8 @@ def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     """Blocking (database and files): call it from a worker thread in async code."""
     with memory.foreground():
         if memory.semantic is not None and query.about:
-            memory.semantic.embed_ahead(query.about)
+            marks_of = query.workspace or memory.workspace if "marks" in query.layers else None
+            memory.semantic.embed_ahead(query.about, marks_of)
         return _recall(query, memory, now)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from daemon.config import RecallConfig
 from daemon.core.vectors import Coverage
 from daemon.files.daily import DailyLog
+from daemon.search.marks import MAX_HITS, has_terms
 from daemon.search.semantic import DenseIndex, Semantic, load_semantic
 from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
 from daemon.services.embedding_worker import EmbeddingWorker
@@ -46,11 +47,15 @@ class SemanticRecall:
         daily.on_redact(self.worker.forget_lines)
         return self.worker
 
-    def embed_ahead(self, query: str) -> None:
+    def embed_ahead(self, query: str, workspace: str | None) -> None:
         """Start embedding the question recall will rank by meaning, if anything is
-        embedded to rank (see :meth:`Semantic.embed_query_ahead`)."""
+        embedded to rank (see :meth:`Semantic.embed_query_ahead`), and then searching the
+        marks of ``workspace`` (None: recall leaves the marks out) by it, if it is free
+        text (what the marks' search looks up)."""
         if self.vectors.embedded or len(self.substrate):
             self.semantic.embed_query_ahead(query)
+        if workspace is not None and self.vectors.embedded and has_terms(query):
+            self.marks.search_ahead(query, MAX_HITS, scope=workspace)
 
     def coverage(self) -> Coverage:
         """How much is embedded: the worker's count, or (a process without one: the CLI)

@@ -81,6 +81,44 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     assert hashes() == {b"mk_b"}
 
 
+def test_the_marks_search_by_meaning_starts_ahead_beside_the_caller_and_is_taken_once(
+    store: Store, tmp_path: Path
+) -> None:
+    """Recall starts searching the marks' vectors in the query thread, behind the
+    question's embedding, while its lexical work runs; the marks' search then takes that
+    answer instead of scanning again. Nothing is started for what the marks' search would
+    not ask (a subject path, recall without the marks)."""
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    import threading
+
+    from test_fusion import stored_parts
+
+    from daemon.files.daily import DailyLog
+
+    parts = stored_parts(store, tmp_path)
+    index = parts.mark_search()
+    worker = parts.attach(DailyLog(tmp_path / "daily"), index)
+    insert(store, make_mark("mk_a", "user.hobbies", observation="practising violin"))
+    worker.run_once()
+    scanned: list[str] = []
+    scan = parts.marks._nearest
+
+    def recording(query: str, limit: int, scope: str | None) -> dict[str, float]:
+        scanned.append(threading.current_thread().name)
+        return scan(query, limit, scope)
+
+    parts.marks._nearest = recording  # type: ignore[method-assign]
+    parts.embed_ahead("which instrument", "w")
+    assert search(store, index, "which instrument") == ["mk_a"]
+    assert len(scanned) == 1 and scanned[0].startswith("cambium-query")
+    assert search(store, index, "which instrument") == ["mk_a"]
+    assert scanned[1:] == [threading.current_thread().name], "taken once, then asked anew"
+    parts.embed_ahead("user.hobbies", "w")
+    parts.embed_ahead("which instrument", None)
+    parts.semantic.ahead(lambda: None).result()  # (what was started has run)
+    assert len(scanned) == 2
+
+
 def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -> None:
     """The worker reads the marks to embed a page at a time: a page seeks past the last
     one's marks instead of passing every mark embedded since the pass began (on 100,000
