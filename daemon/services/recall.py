@@ -306,28 +306,35 @@ def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
 
 def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     since = horizon_start(query.horizon, now, memory.zone) if query.horizon else None
-    marks = _marks(query, memory, now, since) if "marks" in query.layers else []
+    # The layers' own searches first, the marks last: with semantic recall on, the marks'
+    # search by meaning runs meanwhile in the query thread (see Memory.semantic.embed_ahead).
+    layers = query.layers
+    found_substrate = (
+        memory.substrate.search(query.about, query.limit) if "substrate" in layers else []
+    )
+    found_daily: list[DailyHit] = []
+    if "daily" in layers:
+        daily_since = since if query.horizon else now - DEFAULT_DAILY_HORIZON
+        found_daily = memory.daily.search(
+            query.about,
+            since=daily_since.astimezone(memory.zone).date() if daily_since else None,
+            limit=query.limit,
+        )
+    compost = memory.compost.search(query.about, query.limit) if "compost" in layers else []
+    marks = _marks(query, memory, now, since) if "marks" in layers else []
+    # What the marks refer to and cite comes first in its layer.
     substrate: list[SubstrateHit] = []
-    if "substrate" in query.layers:
+    if "substrate" in layers:
         referenced = [
             hit
             for h in marks
             for hit in memory.substrate.referenced(h.mark.substrate_refs, h.mark.id)
         ]
-        substrate = _unique(
-            referenced + memory.substrate.search(query.about, query.limit), key=_file
-        )
+        substrate = _unique(referenced + found_substrate, key=_file)
     daily: list[DailyHit] = []
-    if "daily" in query.layers:
-        daily_since = since if query.horizon else now - DEFAULT_DAILY_HORIZON
+    if "daily" in layers:
         evidence = [hit for h in marks if (hit := _evidence(memory.daily, h.mark)) is not None]
-        found = memory.daily.search(
-            query.about,
-            since=daily_since.astimezone(memory.zone).date() if daily_since else None,
-            limit=query.limit,
-        )
-        daily = _unique(evidence + found, key=_lines)
-    compost = memory.compost.search(query.about, query.limit) if "compost" in query.layers else []
+        daily = _unique(evidence + found_daily, key=_lines)
     return RecallResult(
         substrate=substrate,
         marks=marks,
