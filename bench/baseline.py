@@ -15,8 +15,11 @@ import hashlib
 import itertools
 import json
 import sqlite3
+import struct
 import time
-from contextlib import closing
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +29,8 @@ from bench.harness import SUBJECTS, Run
 from daemon.store.migrate import upgrade
 from daemon.store.tables import MarkTable, SignalTable
 
+WAL_HEADER = 32  # bytes before the first frame of a write-ahead log
+WAL_FRAME_HEADER = 24  # bytes before each page in the log
 # About as long as a stored signal, so a commit writes what an emit writes.
 ROW = f"a row about as long as a stored signal {'x' * 200}"
 
@@ -195,18 +200,46 @@ class ObservationFloor:
         execute("COMMIT")
 
 
-def floor_pages(path: Path, per_commit: int, commits: int) -> float:
-    """Pages the floor writes to the write-ahead log per observation (a reader holds the
-    first snapshot, so no checkpoint starts the log over)."""
+class WalPages:
+    """The pages written to an SQLite database's write-ahead log while it is counted,
+    by the b-tree each belongs to (its table or index, ``sqlite_schema`` for the header page
+    that holds the file's size). A reader holds the first snapshot meanwhile, so no
+    checkpoint can start the log over: its growth is everything written. A count, not a
+    rate: the same on a quiet machine or a busy one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.by_tree: Counter[str] = Counter()
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        with closing(sqlite3.connect(self.path)) as reader:
+            reader.execute("PRAGMA journal_mode=WAL")  # (a store's first connection would)
+            page_size: int = reader.execute("PRAGMA page_size").fetchone()[0]
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM signals").fetchone()
+            wal = self.path.with_name(f"{self.path.name}-wal")
+            before = max(wal.stat().st_size if wal.exists() else 0, WAL_HEADER)
+            yield
+            written = wal.read_bytes()[before:]
+            reader.execute("COMMIT")
+            owners = dict(reader.execute("SELECT pageno, name FROM dbstat"))
+        frame = WAL_FRAME_HEADER + page_size
+        for start in range(0, len(written) - frame + 1, frame):
+            (page,) = struct.unpack(">I", written[start : start + 4])
+            self.by_tree[owners.get(page, "(free)")] += 1
+
+    @property
+    def total(self) -> int:
+        return self.by_tree.total()
+
+
+def floor_pages(path: Path, per_commit: int, commits: int) -> WalPages:
+    """The pages the floor writes to the write-ahead log in ``commits`` commits."""
     floor = ObservationFloor(path)
-    with closing(sqlite3.connect(path)) as reader:
-        page_size: int = reader.execute("PRAGMA page_size").fetchone()[0]
-        reader.execute("BEGIN")
-        reader.execute("SELECT count(*) FROM signals").fetchone()
-        wal = path.with_name(f"{path.name}-wal")
-        before = wal.stat().st_size
+    pages = WalPages(path)
+    with pages.counting():
         for _ in range(commits):
             floor.commit(per_commit)
-        frames = (wal.stat().st_size - before) / (24 + page_size)
     floor.close()
-    return frames / (commits * per_commit)
+    return pages

@@ -29,8 +29,8 @@ own (1,000 subjects), so every one makes a mark. The in-process bus logs at warn
 daemon logs as configured by default. 3 rounds take about 3 minutes on two CPUs.
 
 Last, counts rather than rates: the pages one signal writes to SQLite's write-ahead log,
-end to end (:func:`wal_pages_per_signal`) and on the floor, which the commit's fsync must
-carry.
+end to end (:func:`wal_pages`) and on the floor, which the commit's fsync must carry,
+each split by the b-tree (table or index) the pages belong to.
 
     .venv/bin/python -m bench.bus [--rounds 3] [--seconds 3]
 """
@@ -40,16 +40,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from bench.baseline import ObservationFloor, RawSQLite, floor_pages
+from bench.baseline import ObservationFloor, RawSQLite, WalPages, floor_pages
 from bench.harness import (
     Run,
     get_requests,
@@ -86,7 +86,6 @@ RAW_SECONDS = 1.0
 CLIENTS = 8
 PAGES_SECONDS = 1.0
 FLOOR_PAGE_COMMITS = 200
-WAL_FRAME_HEADER = 24  # bytes before each page in the log
 
 ONE_EMITTER = "in-process, 1 emitter"
 EIGHT_EMITTERS = "in-process, 8 emitters"
@@ -161,22 +160,15 @@ async def emit_into(url: str, emitters: int, seconds: float, numbers: Iterator[i
     return Run(len(latencies), elapsed, latencies, cpu)
 
 
-def wal_pages_per_signal(path: Path, emitters: int, numbers: Iterator[int]) -> float:
-    """Pages the bus writes to SQLite's write-ahead log per signal, end to end (the
-    signal, the receptor's mark, the cursor). The commit's fsync carries them all, so on
-    this disk they cost time in proportion; a raw 1-row commit writes one. A reader holds
-    the first snapshot open meanwhile, so no checkpoint can start the log over: its growth
-    is everything written. A count, not a rate: the same on a quiet machine or a busy one."""
-    with fresh_database(path) as url, closing(sqlite3.connect(path)) as reader:
-        reader.execute("PRAGMA journal_mode=WAL")  # (a store's first connection would)
-        page_size: int = reader.execute("PRAGMA page_size").fetchone()[0]
-        reader.execute("BEGIN")
-        reader.execute("SELECT count(*) FROM signals").fetchone()
-        wal = path.with_name(f"{path.name}-wal")
-        before = wal.stat().st_size if wal.exists() else 0
-        run = anyio.run(emit_into, url, emitters, PAGES_SECONDS, numbers)
-        frames = (wal.stat().st_size - before) / (WAL_FRAME_HEADER + page_size)
-    return frames / run.count
+def wal_pages(path: Path, emitters: int, numbers: Iterator[int]) -> tuple[WalPages, int]:
+    """Pages the bus writes to SQLite's write-ahead log end to end (the signal, the
+    receptor's mark, the cursor), and the signals they carry. The commit's fsync carries
+    them all, so on this disk they cost time in proportion; a raw 1-row commit writes one."""
+    with fresh_database(path):
+        pages = WalPages(path)
+        with pages.counting():
+            run = anyio.run(emit_into, f"sqlite:///{path}", emitters, PAGES_SECONDS, numbers)
+    return pages, run.count
 
 
 def on_daemon(daemon: DaemonHome, measure: Callable[[], Run]) -> Run:
@@ -304,26 +296,40 @@ def figures(measured: Rounds) -> list[Figure]:
     return shown
 
 
-def pages_figures(root: Path) -> tuple[list[Figure], dict[str, float]]:
+def pages_figures(root: Path) -> tuple[list[Figure], dict[str, Any]]:
     """WAL pages per signal, the bus's (1 and 8 emitters) and the floor's (1 and 8 to a
-    commit), with the goals on the bus's."""
+    commit), with the goals on the bus's, and each one's pages by b-tree."""
     numbers = itertools.count(10**9)  # after every observation the rounds made
-    counts: dict[str, float] = {}
+    counts: dict[str, Any] = {}
     shown = []
     for emitters, ceiling in PAGES_GOALS.items():
-        pages = wal_pages_per_signal(root / f"pages-{emitters}.db", emitters, numbers)
+        bus, signals = wal_pages(root / f"pages-{emitters}.db", emitters, numbers)
         floor = floor_pages(root / f"floor-pages-{emitters}.db", emitters, FLOOR_PAGE_COMMITS)
-        counts |= {f"bus-{emitters}": pages, f"floor-{emitters}": floor}
+        observations = FLOOR_PAGE_COMMITS * emitters
+        counts |= {
+            f"bus-{emitters}": bus.total / signals,
+            f"floor-{emitters}": floor.total / observations,
+            f"bus-{emitters}-by-tree": {t: n / signals for t, n in bus.by_tree.items()},
+            f"floor-{emitters}-by-tree": {t: n / observations for t, n in floor.by_tree.items()},
+        }
         label = f"{emitters} emitter{'s' * (emitters > 1)}"
+        per_signal = bus.total / signals
         shown += [
             Figure(
                 f"in-process, {label}: WAL pages/signal",
-                pages,
+                per_signal,
                 "",
                 f"<= {ceiling:g}",
-                pages <= ceiling,
+                per_signal <= ceiling,
             ),
-            Figure(f"floor, {emitters}/commit: WAL pages/observation", floor, ""),
+            *(
+                Figure(f"… {tree}", n / signals, "")
+                for tree, n in bus.by_tree.most_common()
+                if n / signals >= 0.05
+            ),
+            Figure(
+                f"floor, {emitters}/commit: WAL pages/observation", floor.total / observations, ""
+            ),
         ]
     return shown, counts
 
