@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -28,6 +29,7 @@ from contextlib import nullcontext
 from datetime import date
 from functools import partial
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 import structlog
@@ -41,8 +43,11 @@ from daemon.store import DenseRows, Store, Tx
 
 log = structlog.get_logger("cambium.embedding")
 
+K = TypeVar("K")
+_Asked = tuple[str, int, date | None, str | None]  # a search: query, limit, since, scope
+
 REPAIR_PAGE = 2000  # rows copied into the file per transaction while repairing
-AHEAD = 8  # marks' searches started ahead and not yet taken, at most
+AHEAD = 8  # searches started ahead and not yet taken, at most, per ranker
 
 
 def scope_code(workspace: str) -> int:
@@ -200,15 +205,52 @@ class StoredVectors:
                 self._file.close()
 
 
-class StoredLines:
-    """The daily lines' :class:`~daemon.search.fusion.DenseRanker`."""
+class _RankerAhead(ABC, Generic[K]):
+    """A :class:`~daemon.search.fusion.DenseRanker` whose searches recall can start ahead.
+
+    :meth:`search_ahead` runs the search in the query thread, behind the question's
+    embedding, so that the vectors' scan (and, for the marks, the look-up of those found:
+    3-5 ms at a million lines) runs on the other core while recall's lexical work runs; the
+    next :meth:`nearest` with the same arguments takes its answer."""
 
     def __init__(self, vectors: StoredVectors, semantic: Semantic) -> None:
         self._vectors = vectors
         self._semantic = semantic
+        self._lock = threading.Lock()
+        self._ahead: OrderedDict[_Asked, Future[dict[K, float]]] = OrderedDict()
+
+    def search_ahead(
+        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> None:
+        asked = (query, limit, since, scope)
+        with self._lock:
+            if asked in self._ahead:
+                return
+            self._ahead[asked] = self._semantic.ahead(partial(self._nearest, *asked))
+            while len(self._ahead) > AHEAD:  # (searches started for recalls that failed)
+                self._ahead.popitem(last=False)
 
     def nearest(
         self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> dict[K, float]:
+        with self._lock:
+            started = self._ahead.pop((query, limit, since, scope), None)
+        if started is not None:
+            return started.result()
+        return self._nearest(query, limit, since, scope)
+
+    @abstractmethod
+    def _nearest(
+        self, query: str, limit: int, since: date | None, scope: str | None
+    ) -> dict[K, float]:
+        """The search itself, in whichever thread asks."""
+
+
+class StoredLines(_RankerAhead[LineKey]):
+    """The daily lines' :class:`~daemon.search.fusion.DenseRanker`."""
+
+    def _nearest(
+        self, query: str, limit: int, since: date | None, scope: str | None
     ) -> dict[LineKey, float]:
         if self._vectors.embedded == 0:
             return {}  # nothing to rank: the query is not embedded either
@@ -224,39 +266,12 @@ class StoredLines:
         }
 
 
-class StoredMarks:
+class StoredMarks(_RankerAhead[str]):
     """The marks' :class:`~daemon.search.fusion.DenseRanker` (``scope``: the workspace)."""
 
-    def __init__(self, vectors: StoredVectors, semantic: Semantic) -> None:
-        self._vectors = vectors
-        self._semantic = semantic
-        self._lock = threading.Lock()
-        self._ahead: OrderedDict[tuple[str, int, str | None], Future[dict[str, float]]]
-        self._ahead = OrderedDict()
-
-    def search_ahead(self, query: str, limit: int, *, scope: str | None = None) -> None:
-        """Start :meth:`nearest` in the query thread, behind the question's embedding, so
-        that the vectors' scan and the look-up of the marks found (3-5 ms at 1M lines)
-        run on the other core while recall's lexical work runs; the next :meth:`nearest`
-        with the same arguments takes its answer."""
-        asked = (query, limit, scope)
-        with self._lock:
-            if asked in self._ahead:
-                return
-            self._ahead[asked] = self._semantic.ahead(partial(self._nearest, query, limit, scope))
-            while len(self._ahead) > AHEAD:  # (searches started for recalls that failed)
-                self._ahead.popitem(last=False)
-
-    def nearest(
-        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    def _nearest(
+        self, query: str, limit: int, since: date | None, scope: str | None
     ) -> dict[str, float]:
-        with self._lock:
-            started = self._ahead.pop((query, limit, scope), None)
-        if started is not None:
-            return started.result()
-        return self._nearest(query, limit, scope)
-
-    def _nearest(self, query: str, limit: int, scope: str | None) -> dict[str, float]:
         if self._vectors.embedded == 0:
             return {}
         found = self._vectors.nearest(

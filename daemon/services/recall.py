@@ -298,28 +298,30 @@ def semantic_recall(config: RecallConfig, store: Store, daemon: bool) -> Semanti
 def recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     """Blocking (database and files): call it from a worker thread in async code."""
     with memory.foreground():
-        if memory.semantic is not None and query.about:
-            marks_of = query.workspace or memory.workspace if "marks" in query.layers else None
-            memory.semantic.embed_ahead(query.about, marks_of)
         return _recall(query, memory, now)
 
 
 def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     since = horizon_start(query.horizon, now, memory.zone) if query.horizon else None
-    # The layers' own searches first, the marks last: with semantic recall on, the marks'
-    # search by meaning runs meanwhile in the query thread (see Memory.semantic.embed_ahead).
+    daily_since = since if query.horizon else now - DEFAULT_DAILY_HORIZON
+    lines_since = daily_since.astimezone(memory.zone).date() if daily_since else None
     layers = query.layers
+    if memory.semantic is not None and query.about:
+        # The searches by meaning run in the query thread while the lexical work runs here:
+        # the layers' own searches first, the marks last.
+        memory.semantic.search_ahead(
+            query.about,
+            lines_since=lines_since if "daily" in layers else False,
+            marks_of=query.workspace or memory.workspace if "marks" in layers else None,
+        )
     found_substrate = (
         memory.substrate.search(query.about, query.limit) if "substrate" in layers else []
     )
-    found_daily: list[DailyHit] = []
-    if "daily" in layers:
-        daily_since = since if query.horizon else now - DEFAULT_DAILY_HORIZON
-        found_daily = memory.daily.search(
-            query.about,
-            since=daily_since.astimezone(memory.zone).date() if daily_since else None,
-            limit=query.limit,
-        )
+    found_daily = (
+        memory.daily.search(query.about, since=lines_since, limit=query.limit)
+        if "daily" in layers
+        else []
+    )
     compost = memory.compost.search(query.about, query.limit) if "compost" in layers else []
     marks = _marks(query, memory, now, since) if "marks" in layers else []
     # What the marks refer to and cite comes first in its layer.

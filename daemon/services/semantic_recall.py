@@ -7,11 +7,13 @@ Imported only when semantic recall is on: it loads numpy and onnxruntime."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import date
+from typing import Any, Literal
 
 from daemon.config import RecallConfig
 from daemon.core.vectors import Coverage
 from daemon.files.daily import DailyLog
+from daemon.search.fusion import DENSE_CANDIDATES
 from daemon.search.marks import MAX_HITS, has_terms
 from daemon.search.semantic import DenseIndex, Semantic, load_semantic
 from daemon.services.dense_store import StoredLines, StoredMarks, StoredVectors
@@ -47,15 +49,23 @@ class SemanticRecall:
         daily.on_redact(self.worker.forget_lines)
         return self.worker
 
-    def embed_ahead(self, query: str, workspace: str | None) -> None:
+    def search_ahead(
+        self, query: str, *, lines_since: date | Literal[False] | None, marks_of: str | None
+    ) -> None:
         """Start embedding the question recall will rank by meaning, if anything is
-        embedded to rank (see :meth:`Semantic.embed_query_ahead`), and then searching the
-        marks of ``workspace`` (None: recall leaves the marks out) by it, if it is free
-        text (what the marks' search looks up)."""
-        if self.vectors.embedded or len(self.substrate):
-            self.semantic.embed_query_ahead(query)
-        if workspace is not None and self.vectors.embedded and has_terms(query):
-            self.marks.search_ahead(query, MAX_HITS, scope=workspace)
+        embedded to rank (see :meth:`Semantic.embed_query_ahead`), then searching by it
+        the daily lines from ``lines_since`` on (None: all; False: recall leaves the daily
+        layer out) and the marks of ``marks_of`` (None: recall leaves the marks out), in
+        the order recall asks for them."""
+        if not (self.vectors.embedded or len(self.substrate)):
+            return
+        self.semantic.embed_query_ahead(query)
+        if not self.vectors.embedded:
+            return
+        if lines_since is not False:
+            self.lines.search_ahead(query, DENSE_CANDIDATES, since=lines_since)
+        if marks_of is not None and has_terms(query):  # (what the marks' search looks up)
+            self.marks.search_ahead(query, MAX_HITS, scope=marks_of)
 
     def coverage(self) -> Coverage:
         """How much is embedded: the worker's count, or (a process without one: the CLI)

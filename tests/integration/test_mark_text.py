@@ -81,42 +81,52 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     assert hashes() == {b"mk_b"}
 
 
-def test_the_marks_search_by_meaning_starts_ahead_beside_the_caller_and_is_taken_once(
+def test_the_searches_by_meaning_start_ahead_beside_the_caller_and_are_taken_once(
     store: Store, tmp_path: Path
 ) -> None:
-    """Recall starts searching the marks' vectors in the query thread, behind the
-    question's embedding, while its lexical work runs; the marks' search then takes that
-    answer instead of scanning again. Nothing is started for what the marks' search would
-    not ask (a subject path, recall without the marks)."""
+    """Recall starts searching the daily lines' and the marks' vectors in the query thread,
+    behind the question's embedding, while its lexical work runs; each search then takes
+    that answer instead of scanning again. Nothing is started for what recall would not
+    ask (a layer left out, a subject path for the marks)."""
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
     import threading
+    from datetime import date
 
     from test_fusion import stored_parts
 
     from daemon.files.daily import DailyLog
+    from daemon.search.fusion import DENSE_CANDIDATES
 
     parts = stored_parts(store, tmp_path)
     index = parts.mark_search()
     worker = parts.attach(DailyLog(tmp_path / "daily"), index)
     insert(store, make_mark("mk_a", "user.hobbies", observation="practising violin"))
     worker.run_once()
-    scanned: list[str] = []
-    scan = parts.marks._nearest
+    scanned: list[tuple[str, str]] = []
 
-    def recording(query: str, limit: int, scope: str | None) -> dict[str, float]:
-        scanned.append(threading.current_thread().name)
-        return scan(query, limit, scope)
+    def recording(ranker: Any) -> None:
+        scan = ranker._nearest
 
-    parts.marks._nearest = recording  # type: ignore[method-assign]
-    parts.embed_ahead("which instrument", "w")
+        def nearest(*asked: Any) -> Any:
+            scanned.append((type(ranker).__name__, threading.current_thread().name))
+            return scan(*asked)
+
+        ranker._nearest = nearest
+
+    recording(parts.lines)
+    recording(parts.marks)
+    since = date(2026, 4, 1)
+    parts.search_ahead("which instrument", lines_since=since, marks_of="w")
+    assert parts.lines.nearest("which instrument", DENSE_CANDIDATES, since=since) == {}
     assert search(store, index, "which instrument") == ["mk_a"]
-    assert len(scanned) == 1 and scanned[0].startswith("cambium-query")
+    assert [ranker for ranker, _ in scanned] == ["StoredLines", "StoredMarks"]
+    assert all(thread.startswith("cambium-query") for _, thread in scanned)
     assert search(store, index, "which instrument") == ["mk_a"]
-    assert scanned[1:] == [threading.current_thread().name], "taken once, then asked anew"
-    parts.embed_ahead("user.hobbies", "w")
-    parts.embed_ahead("which instrument", None)
+    assert scanned[2:] == [("StoredMarks", threading.current_thread().name)], "taken once"
+    parts.search_ahead("user.hobbies", lines_since=False, marks_of="w")
+    parts.search_ahead("which instrument", lines_since=False, marks_of=None)
     parts.semantic.ahead(lambda: None).result()  # (what was started has run)
-    assert len(scanned) == 2
+    assert len(scanned) == 3
 
 
 def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -> None:
