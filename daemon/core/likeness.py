@@ -32,16 +32,22 @@ def _words(text: str) -> frozenset[str]:
 
 def similarity(a: str, b: str) -> float:
     """The Jaccard index of the two texts' sets of words (1.0 for the same words)."""
-    words_a, words_b = _words(a), _words(b)
-    if not words_a or not words_b:
-        return 1.0 if words_a == words_b else 0.0
-    return len(words_a & words_b) / len(words_a | words_b)
+    return _jaccard(_words(a), _words(b))
 
 
 def is_near_copy(a: str, b: str, threshold: float = DEFAULT_SIMILARITY) -> bool:
+    # Every new observation is compared with up to ten of its subject's marks: each text's
+    # words are looked up once here.
     words_a, words_b = _words(a), _words(b)
     # Jaccard can reach the threshold only if the smaller set is big enough: a cheap "no".
-    smaller, larger = sorted((len(words_a), len(words_b)))
-    if larger and smaller < threshold * larger:
+    count_a, count_b = len(words_a), len(words_b)
+    if min(count_a, count_b) < threshold * max(count_a, count_b):
         return False
-    return similarity(a, b) >= threshold
+    return _jaccard(words_a, words_b) >= threshold
+
+
+def _jaccard(words_a: frozenset[str], words_b: frozenset[str]) -> float:
+    if not words_a or not words_b:
+        return 1.0 if words_a == words_b else 0.0
+    common = len(words_a & words_b)  # (the union's size follows; no set built for it)
+    return common / (len(words_a) + len(words_b) - common)
