@@ -264,21 +264,20 @@ class VectorFile:
         top = chosen.size if limit >= chosen.size else limit
         best = np.argpartition(-similarity, top - 1)[:top]
         best = best[np.argsort(-similarity[best], kind="stable")]
-        found = []
-        for index in best:
-            if similarity[index] < floor:
-                break
-            record = held[chosen[index]]
-            found.append(
-                Found(
-                    int(record["id"]),
-                    int(record["kind"]),
-                    int(record["key"]),
-                    int(record["part"]),
-                    float(similarity[index]),
-                )
+        best = best[similarity[best] >= floor]
+        # Whole columns to Python at once: a record read at a time cost ~1 ms for 200.
+        found = held[chosen[best]]
+        return [
+            Found(*row)
+            for row in zip(
+                found["id"].tolist(),
+                found["kind"].tolist(),
+                found["key"].tolist(),
+                found["part"].tolist(),
+                similarity[best].tolist(),
+                strict=True,
             )
-        return found
+        ]
 
     def _score(self, chosen: NDArray[np.intp], query: NDArray[np.int8]) -> NDArray[np.float32]:
         """The int8 dot products of the rows ``chosen`` with ``query``, as floats. A few
