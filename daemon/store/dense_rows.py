@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import and_, bindparam, delete, exists, func, insert, select, update
+from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.core.vectors import DAILY, MARKS, MarkToEmbed, NewVector, Place, StoredVector, Vector
@@ -33,9 +33,11 @@ _COLUMNS = (
     vectors.c.vector,
     vectors.c.scale,
 )
-# Built once: a semantic recall asks it for the 200 marks its search found (building and
-# compiling it each time was half of that search's Python).
-_PLACES = select(*_COLUMNS[:6]).where(vectors.c.id.in_(bindparam("ids", expanding=True)))
+# On the driver: a semantic recall asks it for the 200 marks its search found, and
+# SQLAlchemy's building and expanding of the IN list was most of that search's Python
+# (which holds the interpreter while recall's lexical work waits). The lists come in a
+# dozen lengths (:func:`~daemon.store.sql.in_chunks`), so the driver prepares a dozen.
+_PLACES = "SELECT id, layer, source, state, part, scope FROM dense_vectors WHERE id IN ({ids})"
 # A mark's vector is current while its text row (same mark, same digest) exists.
 _MARK_CURRENT = exists().where(
     text_rows.c.layer == MARKS,
@@ -119,10 +121,12 @@ class DenseRows:
     def places(self, ids: Sequence[int]) -> dict[int, Place]:
         """Where the vectors of these ids belong (those that exist), without their values."""
         found: dict[int, Place] = {}
+        marker = "?" if self.connection.dialect.name == "sqlite" else "%s"
         for chunk in in_chunks(sorted(ids)):
+            statement = _PLACES.format(ids=", ".join([marker] * len(chunk)))
             found.update(
                 (int(id_), _place(place))
-                for id_, *place in self.connection.execute(_PLACES, {"ids": chunk})
+                for id_, *place in self.connection.exec_driver_sql(statement, tuple(chunk))
             )
         return found
 
