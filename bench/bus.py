@@ -306,14 +306,14 @@ def pages_figures(root: Path) -> tuple[list[Figure], dict[str, Any]]:
         bus, signals = wal_pages(root / f"pages-{emitters}.db", emitters, numbers)
         floor = floor_pages(root / f"floor-pages-{emitters}.db", emitters, FLOOR_PAGE_COMMITS)
         observations = FLOOR_PAGE_COMMITS * emitters
+        per_signal = bus.total / signals
         counts |= {
-            f"bus-{emitters}": bus.total / signals,
+            f"bus-{emitters}": per_signal,
             f"floor-{emitters}": floor.total / observations,
             f"bus-{emitters}-by-tree": {t: n / signals for t, n in bus.by_tree.items()},
             f"floor-{emitters}-by-tree": {t: n / observations for t, n in floor.by_tree.items()},
         }
         label = f"{emitters} emitter{'s' * (emitters > 1)}"
-        per_signal = bus.total / signals
         shown += [
             Figure(
                 f"in-process, {label}: WAL pages/signal",

@@ -14,6 +14,7 @@ from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.core.vectors import DAILY, MARKS, MarkToEmbed, NewVector, Place, StoredVector, Vector
+from daemon.store.fast_path import Raw
 from daemon.store.mark_strength import marks
 from daemon.store.sql import in_chunks, insert_ignoring_duplicates, upsert
 from daemon.store.tables import DenseGroupTable, DenseStateTable, DenseVectorTable, TextRowTable
@@ -121,13 +122,11 @@ class DenseRows:
     def places(self, ids: Sequence[int]) -> dict[int, Place]:
         """Where the vectors of these ids belong (those that exist), without their values."""
         found: dict[int, Place] = {}
-        marker = "?" if self.connection.dialect.name == "sqlite" else "%s"
+        raw = Raw(self.connection)
         for chunk in in_chunks(sorted(ids)):
-            statement = _PLACES.format(ids=", ".join([marker] * len(chunk)))
-            found.update(
-                (int(id_), _place(place))
-                for id_, *place in self.connection.exec_driver_sql(statement, tuple(chunk))
-            )
+            cursor = raw.execute(_PLACES.format(ids=", ".join("?" * len(chunk))), chunk)
+            found.update((int(id_), _place(place)) for id_, *place in cursor.fetchall())
+            cursor.close()
         return found
 
     def after(self, last_id: int, limit: int) -> list[StoredVector]:
