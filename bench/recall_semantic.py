@@ -6,10 +6,14 @@ embedded yet (at 1M lines the start-up pass would take hours, so the worker is e
 throughout):
 
 - spawn to health 200, and the first recall;
-- 150 free-text recalls in blocks of 50 once the worker has embedded for 30 s (so they
-  have vectors to rank by meaning), p50 and p99, beside the same size's lexical recall
-  measured just before (the goal: within it), and what was embedded before and after
-  them (a burst of recalls holds the worker back);
+- once the worker has embedded for 30 s (so there are vectors to rank by meaning), rounds
+  of a block of free-text recalls with semantic recall on, while the worker embeds, and
+  the same questions recalled lexically (the same home, started again with semantic
+  recall off), alternately: p50 and p99 of each (the goal: within lexical recall's). The
+  machine's speed drifts by a quarter between one daemon's minutes and the next's (the
+  lexical p50 moved 22-32 ms between four starts), more than what is compared; paired
+  rounds put the drift on both alike. And what was embedded before and after the first
+  round (a burst of recalls holds the worker back);
 - the daemon's RSS;
 - a SIGKILL mid-embedding, then a start again: how many of the vectors stored before the
   kill are still the store's rows after the new worker has run a while (a vector computed
@@ -31,8 +35,9 @@ from daemon.testing import DaemonHome
 
 SEMANTIC = "[recall]\nsemantic = true\n"
 EMBED_FIRST = 30.0  # seconds the worker embeds before the recalls, so they have vectors to rank
-BLOCKS = 3
-PER_BLOCK = 50
+ROUNDS = 4  # an even number: the last block is semantic
+PER_BLOCK = 40
+WARM = 20  # recalls after each start before a block (not counted): the caches fill
 RESUMED_SECONDS = 20.0  # how long the restarted worker runs before the stored rows are read
 KILL_AFTER = 2.0  # seconds after the recalls, the SIGKILL
 RATE_FROM = 5.0  # seconds after the restart: the worker's rate is counted from here on
@@ -52,21 +57,54 @@ def _kept(database: Path, top: int) -> int:
     return int(found[0])
 
 
-def _recalls(home: DaemonHome, questions: list[str]) -> tuple[float, list[float], list[int]]:
-    """The first recall, then (after EMBED_FIRST s) the blocks' latencies, ms; how much was
-    embedded before the blocks and after them."""
+def _block(home: DaemonHome, questions: list[str], warm: list[str]) -> list[float]:
+    """The latencies of ``questions``, ms, after ``warm`` (not counted)."""
+    with closing(Recalls(home)) as recalls:
+        for question in warm:
+            recalls.recall(question)
+        return [recalls.recall(question) for question in questions]
+
+
+def _start(home: DaemonHome, config: str) -> None:
+    home.extra_config = config
+    home.write_config()
+    home.start(timeout=120)
+
+
+def _paired(
+    home: DaemonHome, questions: list[str]
+) -> tuple[float, float, list[float], list[float], list[int]]:
+    """Start-up and first recall with semantic recall on; after EMBED_FIRST s, ROUNDS
+    rounds of a block each way, in the order semantic, lexical, lexical, semantic, … (so a
+    steady drift falls on both alike): the semantic and lexical latencies (ms), and what
+    was embedded before the first semantic block and after it. The semantic daemon is left
+    running."""
+    warm = questions[-WARM:]
+    latencies: dict[bool, list[float]] = {True: [], False: []}
+    _start(home, SEMANTIC)
+    startup = home.startup_seconds
     with closing(Recalls(home)) as recalls:
         first = recalls.recall(questions[0])
-        time.sleep(EMBED_FIRST)
-        latencies: list[float] = []
-        embedded: list[int] = []
-        for start in range(1, 1 + BLOCKS * PER_BLOCK, PER_BLOCK):
-            recalls.reconnect()
-            if not embedded:
-                embedded.append(int(recalls.http.json("/v1/health")["embedding"]["embedded"]))
-            latencies += [recalls.recall(q) for q in questions[start : start + PER_BLOCK]]
-        embedded.append(int(recalls.http.json("/v1/health")["embedding"]["embedded"]))
-    return first, latencies, embedded
+    time.sleep(EMBED_FIRST)
+    embedded = [_embedded(home)]
+    running = True
+    for round_ in range(ROUNDS):
+        block = questions[1 + round_ * PER_BLOCK : 1 + (round_ + 1) * PER_BLOCK]
+        for semantic in (True, False) if round_ % 2 == 0 else (False, True):
+            if semantic != running:
+                home.stop()
+                _start(home, SEMANTIC if semantic else "")
+                running = semantic
+            latencies[semantic] += _block(home, block, warm)
+            if len(embedded) == 1:
+                embedded.append(_embedded(home))
+    assert running, "the rounds end with the semantic daemon"
+    return startup, first, latencies[True], latencies[False], embedded
+
+
+def _embedded(home: DaemonHome) -> int:
+    with closing(Recalls(home)) as health:
+        return int(health.http.json("/v1/health")["embedding"]["embedded"])
 
 
 def _rate(home: DaemonHome) -> float:
@@ -82,15 +120,11 @@ def _rate(home: DaemonHome) -> float:
 
 
 def measure(home: DaemonHome, questions: list[str], lexical: tuple[float, float]) -> list[Figure]:
-    """``lexical``: the lexical recall's p50 and p99 at this size, in this run."""
+    """``lexical``: the lexical recall's p50 and p99 at this size, earlier in this run."""
     at = "semantic on"
     database = home.root / "cambium.db"
-    home.extra_config = SEMANTIC
-    home.write_config()
     try:
-        home.start(timeout=120)
-        startup = home.startup_seconds
-        first, latencies, embedded = _recalls(home, questions)
+        startup, first, latencies, paired, embedded = _paired(home, questions)
         rss = home.rss_mb()
         time.sleep(KILL_AFTER)  # the worker, free again, is embedding
         home.stop(signal.SIGKILL)
@@ -106,13 +140,19 @@ def measure(home: DaemonHome, questions: list[str], lexical: tuple[float, float]
         if home.process is not None:
             home.stop(signal.SIGKILL)
     p50, p99 = percentiles(latencies)
+    lexical50, lexical99 = percentiles(paired)
+    blocks = f"{ROUNDS} blocks of {PER_BLOCK}"
     return [
         Figure(f"{at}: daemon start-up, the model loaded, nothing embedded", startup, "s"),
         at_most(f"{at}: first recall after start", first, 1000, "ms"),
-        at_most(f"{at}: recall while the worker embeds, p50 (lexical's)", p50, lexical[0], "ms"),
-        at_most(f"{at}: … p99 (lexical's)", p99, lexical[1], "ms"),
-        Figure(f"{at}: … documents embedded when they began", embedded[0], "documents"),
-        Figure(f"{at}: … and when they ended (the worker holds back)", embedded[1], "documents"),
+        at_most(f"{at}: recall while the worker embeds, {blocks}, p50", p50, lexical50, "ms"),
+        at_most(f"{at}: … p99", p99, lexical99, "ms"),
+        Figure(f"{at}: lexical recall, the blocks between them, p50", lexical50, "ms"),
+        Figure(f"{at}: … its p99", lexical99, "ms"),
+        Figure(f"{at}: lexical recall earlier in this run (above), p50", lexical[0], "ms"),
+        Figure(f"{at}: … its p99", lexical[1], "ms"),
+        Figure(f"{at}: documents embedded when the first block began", embedded[0], "documents"),
+        Figure(f"{at}: … and when it ended (the worker holds back)", embedded[1], "documents"),
         at_most(f"{at}: daemon RSS while embedding", rss, 400, "MB"),
         Figure(f"{at}: vectors stored at the SIGKILL", stored, "vectors"),
         at_most(

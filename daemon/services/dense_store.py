@@ -281,9 +281,6 @@ class StoredMarks(_RankerAhead[str]):
             floor=self._semantic.min_similarity,
             key=None if scope is None else scope_code(scope),
         )
-        marks = self._vectors.store.read_sync(lambda tx: tx.dense.places([f.id for f in found]))
-        return {
-            marks[f.id].source: f.similarity
-            for f in found
-            if f.id in marks and (scope is None or marks[f.id].scope == scope)
-        }
+        ids = [f.id for f in found]
+        marks = self._vectors.store.read_sync(lambda tx: tx.dense.mark_sources(ids, scope))
+        return {marks[f.id]: f.similarity for f in found if f.id in marks}

@@ -88,3 +88,19 @@ def test_a_search_goes_on_while_the_worker_stores_vectors_and_then_sees_them(
             held.released.set()
             erasing.join(10)
         assert waiting.result(timeout=10) == []
+
+
+def test_the_marks_found_by_meaning_are_looked_up_only_in_their_workspace(store: Store) -> None:
+    """The vector file keys a mark by a checksum of its workspace; the store's look-up of
+    the marks found keeps only the workspace asked for (two names may share a checksum)."""
+    from daemon.core.vectors import MARKS
+
+    rows = [
+        NewVector(Place(MARKS, mark, scope=workspace), bytes([n]) * 32, Vector(b"\x01" * 4, 1.0))
+        for n, (mark, workspace) in enumerate((("mk_home", "home"), ("mk_work", "work")))
+    ]
+    stored, _ = store.write_sync(lambda tx: tx.dense.put(rows))
+    ids = [row.id for row in stored]
+    assert store.read_sync(lambda tx: tx.dense.mark_sources(ids, "home")) == {ids[0]: "mk_home"}
+    both = store.read_sync(lambda tx: tx.dense.mark_sources([*ids, 999], None))
+    assert both == {ids[0]: "mk_home", ids[1]: "mk_work"}
