@@ -39,9 +39,9 @@ _COLUMNS = (
 # (which holds the interpreter while recall's lexical work waits). The lists come in a
 # dozen lengths (:func:`~daemon.store.sql.in_chunks`), so the driver prepares a dozen.
 # Only the mark's id and workspace come back: a Place built per row was most of what
-# remained (measured with py-spy --gil, 1M lines). The ids alone choose the rows: with the
-# layer or workspace in the WHERE clause SQLite 3.40 scans the layer's index instead
-# (200 ids among 70,000 vectors: 12 ms against 0.3).
+# remained (measured with py-spy --gil, 1M lines). The ids alone choose the rows: with
+# ``layer = 'marks'`` in the WHERE clause too, SQLite 3.40 searched the layer's unique
+# index instead of the ids (200 ids among 70,000 vectors: 12 ms against 0.3).
 _MARK_SOURCES = "SELECT id, source, scope FROM dense_vectors WHERE id IN ({ids})"
 # A mark's vector is current while its text row (same mark, same digest) exists.
 _MARK_CURRENT = exists().where(
@@ -124,9 +124,8 @@ class DenseRows:
         return found
 
     def mark_sources(self, ids: Sequence[int], scope: str | None) -> dict[int, str]:
-        """The marks whose vectors these ids are (those that exist, and are of workspace
-        ``scope`` when it is given): each id's mark id. (The ids are the vector file's
-        marks.)"""
+        """The mark id of each of these marks' vectors (those that exist, and are of
+        workspace ``scope`` when it is given)."""
         found: dict[int, str] = {}
         raw = Raw(self.connection)
         for chunk in in_chunks(sorted(ids)):
