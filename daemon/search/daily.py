@@ -172,7 +172,10 @@ class DailyIndex:
 
         if self.dense is not None:
             similar = self.dense.nearest(query, DENSE_CANDIDATES, since=since)
-            scores = fuse(ranking(similar, _line_order), DENSE_WEIGHT)
+            # Nothing in the horizon embedded yet (the worker embeds the marks first): fused
+            # with nothing, the lexical ranking keeps its order, so it is not sorted again.
+            if similar:
+                scores = fuse(ranking(similar, _line_order), DENSE_WEIGHT)
         named = _named(query, {name for name in speakers.values() if name})
         if named:
             said = {

@@ -52,6 +52,8 @@ def fused(dense: DenseRanker[str], workspace: str, about: str, found: list[str])
     """``found`` (the lexical ranking, best first) fused with the marks of ``workspace``
     closest to ``about`` in meaning (those embedded)."""
     similar = dense.nearest(about, MAX_HITS, scope=workspace)
+    if not similar:  # (fused with nothing, the lexical ranking keeps its order)
+        return found[:MAX_HITS]
     fused = reciprocal_rank_fusion(
         [found, ranking(similar, str)], weights=(1.0, DENSE_WEIGHT), k=FUSION_K
     )

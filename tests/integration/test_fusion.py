@@ -247,6 +247,30 @@ def test_the_daily_search_fuses_lexical_and_dense_rankings_without_the_extra(
     assert sorted(hit.line_range for hit in hybrid) == [(3, 3), (5, 5)]
 
 
+class NothingEmbedded:
+    """A dense ranker before the worker has embedded anything in the horizon."""
+
+    def nearest(
+        self, query: str, limit: int, *, since: date | None = None, scope: str | None = None
+    ) -> dict[Any, float]:
+        return {}
+
+
+@pytest.mark.parametrize(
+    "query", ["violin", "what does Anna say about the violin", "violin on 2026-04-12"]
+)
+def test_a_dense_ranker_with_nothing_embedded_leaves_the_lexical_order_as_it_is(
+    tmp_path: Path, query: str
+) -> None:
+    said = [f"{name}: the violin, {n}" for n in range(4) for name in ("Anna", "Ben")]
+    lines = [line for one in said for line in (one, "filler", "filler")]  # hits apart
+    (tmp_path / f"{DAY}.md").write_text("\n".join(lines) + "\n")  # equal scores: ties
+    lexical = DailyLog(tmp_path).search(query, since=None, limit=12)
+    hybrid = DailyLog(tmp_path, NothingEmbedded()).search(query, since=None, limit=12)
+    assert [hit.line_range for hit in hybrid] == [hit.line_range for hit in lexical]
+    assert len(lexical) > 1
+
+
 def test_dense_index_ranks_by_meaning_once_embedded_and_forgets_removed_documents(
     semantic: ModuleType,
     shared: semantic_module.Semantic,
