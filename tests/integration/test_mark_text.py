@@ -81,6 +81,45 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     assert hashes() == {b"mk_b"}
 
 
+def test_a_pass_reads_the_marks_to_embed_once_and_looks_for_stale_vectors_seldom(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each stored mark wakes the worker, and each of these reads covers every mark: with
+    100,000 embedded, a signal a second had kept it at half a core."""
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    from test_fusion import stored_parts
+
+    from daemon.files.daily import DailyLog
+    from daemon.services.embedding_worker import OUTDATED_EVERY
+    from daemon.store import DenseRows
+
+    reads = {"marks_to_embed": 0, "outdated_marks": 0}
+    for name in reads:
+        original = getattr(DenseRows, name)
+
+        def counted(self: DenseRows, *args: Any, _name: str = name, _f: Any = original) -> Any:
+            reads[_name] += 1
+            return _f(self, *args)
+
+        monkeypatch.setattr(DenseRows, name, counted)
+    parts = stored_parts(store, tmp_path, batch=4)
+    worker = parts.attach(DailyLog(tmp_path / "daily"), parts.mark_search())
+    now = [0.0]
+    monkeypatch.setattr(worker, "_clock", lambda: now[0])
+    insert(store, make_mark("mk_a", "user.hobbies", observation="practising violin"))
+    insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))
+    assert worker.run_once()
+    assert reads == {"marks_to_embed": 1, "outdated_marks": 1}  # a short page is the last
+    insert(store, make_mark("mk_c", "user.food", observation="figs for breakfast"))
+    now[0] = OUTDATED_EVERY / 2
+    assert worker.run_once()
+    assert reads == {"marks_to_embed": 2, "outdated_marks": 1}
+    assert worker.coverage().embedded == 3
+    now[0] = OUTDATED_EVERY * 1.5
+    assert not worker.run_once()
+    assert reads == {"marks_to_embed": 3, "outdated_marks": 2}
+
+
 def test_the_searches_by_meaning_start_ahead_beside_the_caller_and_are_taken_once(
     store: Store, tmp_path: Path
 ) -> None:
