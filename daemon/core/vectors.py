@@ -58,6 +58,7 @@ class MarkToEmbed:
     workspace: str
     digest: int
     observation: str
+    row: int  # its text row's id: rows written later have higher ones
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,11 +56,16 @@ IDLE_SECONDS = 30.0  # with nothing to do, look again this often (a change wakes
 RATE_WINDOW = 60.0  # lines per second are measured over this many seconds
 RETRY_SECONDS = 30.0  # after a failed pass (a store that cannot be written, say)
 # Looking for marks whose text changed since their vector was stored reads every mark's
-# vector (96 ms at 100,000 marks), and a stored mark wakes a pass: with 100,000 marks
-# embedded, a signal a second kept the worker at 0.5-0.56 s of CPU a second. A forget
-# deletes the forgotten marks' vectors itself (MarkSearch.erase_outdated), so the passes
-# look at most this often, and at the first.
-OUTDATED_EVERY = 300.0
+# vector (96 ms at 100,000 marks), and so does looking for marks to embed among them all;
+# a stored mark wakes a pass: with 100,000 marks embedded, a signal a second kept the
+# worker at 0.5-0.56 s of CPU a second. A mark's text changes only when it is forgotten,
+# which deletes its vector at once (MarkSearch.erase_outdated); a new mark's text row is
+# numbered after every row there is (on SQLite, after a forget deleted the last rows, the
+# next take their numbers again: a forget has the next pass look at every mark). So a pass
+# reads only the rows written since the last one saw, and every mark is looked at again at
+# the first pass and at most this often (a row that a concurrent transaction on PostgreSQL
+# committed behind a later one, say).
+SWEEP_EVERY = 300.0
 # A document: where its vector goes, the texts it means, and a mark's text row's digest.
 Document = tuple[Place, tuple[str, ...], int]
 
@@ -70,8 +75,10 @@ def document_hashes(lines: Sequence[str]) -> list[bytes]:
     return [meaning_hash(document_texts(meaning)) for meaning in line_meanings(lines)]
 
 
-def _marks_to_embed(tx: Tx, limit: int, after: str) -> list[MarkToEmbed]:
-    return tx.dense.marks_to_embed(limit, after)
+def _marks_to_embed(tx: Tx, limit: int, since: int) -> tuple[int, list[MarkToEmbed]]:
+    """The last text row, then the marks to embed from ``since`` (all rows up to that
+    one are read, unless the page is full)."""
+    return tx.dense.last_text_row(), tx.dense.marks_to_embed(limit, since)
 
 
 def _drop_file(dense: DenseRows, source: str, state: str) -> list[int]:
@@ -109,7 +116,9 @@ class EmbeddingWorker:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._total: int | None = None  # documents in the text index, at the last count
-        self._outdated_looked: float | None = None  # when a pass last looked (the clock's)
+        self._swept: float | None = None  # when a pass last looked at every mark (the clock's)
+        self._marks_seen = 0  # the text row up to which a pass has seen every mark's
+        self._sweep_wanted = threading.Event()
         self._done: deque[tuple[float, int]] = deque()  # (when, documents embedded)
         self.embedded_by_model = 0  # documents whose vector the model computed, ever
         daily.on_change(self.wake)
@@ -133,6 +142,12 @@ class EmbeddingWorker:
             return True
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def forgotten(self) -> None:
+        """Marks were forgotten (their vectors deleted): the next pass looks at every mark,
+        since new marks' text rows may take the forgotten ones' numbers."""
+        self._sweep_wanted.set()
+        self.wake()
 
     def stopped(self) -> bool:
         return self._stop.is_set()
@@ -194,23 +209,31 @@ class EmbeddingWorker:
     def _marks(self) -> bool:
         worked = False
         now = self._clock()
-        if self._outdated_looked is None or now - self._outdated_looked >= OUTDATED_EVERY:
+        if self._swept is None or now - self._swept >= SWEEP_EVERY:
             worked = self.vectors.delete(lambda dense: dense.outdated_marks()) > 0
-            self._outdated_looked = now
-        after = ""  # (a mark changed behind this is embedded by the next pass)
+            self._swept, self._marks_seen = now, 0
+        if self._sweep_wanted.is_set():
+            self._sweep_wanted.clear()
+            self._marks_seen = 0
         while not self.stopped():
-            todo = self._store.read_sync(partial(_marks_to_embed, limit=self._batch, after=after))
-            if not todo:
+            last, todo = self._store.read_sync(
+                partial(_marks_to_embed, limit=self._batch, since=self._marks_seen)
+            )
+            if todo:
+                docs = [
+                    (
+                        Place(MARKS, m.id, scope=m.workspace),
+                        document_texts((m.observation,)),
+                        m.digest,
+                    )
+                    for m in todo
+                ]
+                self._embed(docs)
+                worked = True
+            if len(todo) < self._batch:  # none was left after these: every row is seen
+                self._marks_seen = last
                 break
-            after = todo[-1].id
-            docs = [
-                (Place(MARKS, m.id, scope=m.workspace), document_texts((m.observation,)), m.digest)
-                for m in todo
-            ]
-            self._embed(docs)
-            worked = True
-            if len(todo) < self._batch:
-                break  # none was left after these (each page reads every mark after the last)
+            self._marks_seen = todo[-1].row
         return worked
 
     def _daily_files(self) -> bool:

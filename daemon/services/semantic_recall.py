@@ -37,7 +37,10 @@ class SemanticRecall:
         marks' vectors through it."""
 
         def erase_outdated() -> int:
-            return self.vectors.delete(lambda dense: dense.outdated_marks())
+            erased = self.vectors.delete(lambda dense: dense.outdated_marks())
+            if self.worker is not None:
+                self.worker.forgotten()
+            return erased
 
         return MarkSearch(self.marks, erase_outdated)
 

@@ -171,26 +171,39 @@ class DenseRows:
         )
         return {(source, st): fp for source, st, fp in self.connection.execute(query)}
 
-    def marks_to_embed(self, limit: int, after: str = "") -> list[MarkToEmbed]:
-        """Marks whose text row has no current vector, up to ``limit``, by id from the one
-        after ``after`` (the last of the page before: each page starts where that one ended,
-        rather than passing every mark embedded since the pass began)."""
+    def marks_to_embed(self, limit: int, since: int = 0) -> list[MarkToEmbed]:
+        """Marks whose text row has no current vector, up to ``limit``, in the order their
+        rows were written, from the row numbered ``since`` on (the last row a page read: each
+        page seeks past the one before, and a pass past every row the last pass saw)."""
         current = exists().where(
             vectors.c.layer == MARKS,
             vectors.c.source == text_rows.c.source,
             vectors.c.digest == text_rows.c.digest,
         )
         query = (
-            select(text_rows.c.source, text_rows.c.scope, text_rows.c.digest, marks.c.observation)
+            select(
+                text_rows.c.source,
+                text_rows.c.scope,
+                text_rows.c.digest,
+                marks.c.observation,
+                text_rows.c.id,
+            )
             .join(marks, marks.c.id == text_rows.c.source)
-            .where(text_rows.c.layer == MARKS, text_rows.c.source > after, ~current)
-            .order_by(text_rows.c.source)
+            # (``layer || ''``: not by the index on the layer, which finds every mark's row
+            # and sorts them all, but along the rows' ids from ``since``)
+            .where(text_rows.c.id >= since, text_rows.c.layer.concat("") == MARKS, ~current)
+            .order_by(text_rows.c.id)
             .limit(limit)
         )
         return [
-            MarkToEmbed(str(mark_id), str(scope), int(digest), str(observation))
-            for mark_id, scope, digest, observation in self.connection.execute(query)
+            MarkToEmbed(str(mark_id), str(scope), int(digest), str(observation), int(row))
+            for mark_id, scope, digest, observation, row in self.connection.execute(query)
         ]
+
+    def last_text_row(self) -> int:
+        """The highest id of a text row (0 with none). A row written later gets a higher
+        one, or on SQLite this one again if its row was deleted first."""
+        return int(self.connection.execute(select(func.max(text_rows.c.id))).scalar() or 0)
 
     # -- writing (each caller ends with changed()) ----------------------------------------
 

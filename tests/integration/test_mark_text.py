@@ -81,25 +81,31 @@ def test_with_semantic_recall_a_mark_is_found_by_meaning_and_forgetting_deletes_
     assert hashes() == {b"mk_b"}
 
 
-def test_a_pass_reads_the_marks_to_embed_once_and_looks_for_stale_vectors_seldom(
+def test_a_pass_reads_the_marks_written_since_the_last_and_looks_at_them_all_seldom(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each stored mark wakes the worker, and each of these reads covers every mark: with
-    100,000 embedded, a signal a second had kept it at half a core."""
+    """Each stored mark wakes the worker, and a read of every mark's vector state (for
+    stale vectors, or for marks to embed) costs 0.1 s at 100,000 marks: with that many
+    embedded, a signal a second had kept the worker at half a core. A pass reads the text
+    rows written since the last pass saw; every mark is looked at by the first pass and at
+    most every ``SWEEP_EVERY`` seconds."""
     pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
     from test_fusion import stored_parts
 
     from daemon.files.daily import DailyLog
-    from daemon.services.embedding_worker import OUTDATED_EVERY
+    from daemon.services.embedding_worker import SWEEP_EVERY
     from daemon.store import DenseRows
 
-    reads = {"marks_to_embed": 0, "outdated_marks": 0}
+    reads: dict[str, list[Any]] = {"marks_to_embed": [], "outdated_marks": []}
     for name in reads:
         original = getattr(DenseRows, name)
 
         def counted(self: DenseRows, *args: Any, _name: str = name, _f: Any = original) -> Any:
-            reads[_name] += 1
-            return _f(self, *args)
+            found = _f(self, *args)
+            reads[_name].append(
+                (args[1:], [m.id for m in found] if _name != "outdated_marks" else found)
+            )
+            return found
 
         monkeypatch.setattr(DenseRows, name, counted)
     parts = stored_parts(store, tmp_path, batch=4)
@@ -109,15 +115,60 @@ def test_a_pass_reads_the_marks_to_embed_once_and_looks_for_stale_vectors_seldom
     insert(store, make_mark("mk_a", "user.hobbies", observation="practising violin"))
     insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))
     assert worker.run_once()
-    assert reads == {"marks_to_embed": 1, "outdated_marks": 1}  # a short page is the last
+    # A short page is the last; the first pass looks at every mark.
+    assert reads["marks_to_embed"] == [((0,), ["mk_a", "mk_b"])]
+    assert len(reads["outdated_marks"]) == 1
+    last = store.read_sync(lambda tx: tx.dense.last_text_row())
     insert(store, make_mark("mk_c", "user.food", observation="figs for breakfast"))
-    now[0] = OUTDATED_EVERY / 2
+    now[0] = SWEEP_EVERY / 2
     assert worker.run_once()
-    assert reads == {"marks_to_embed": 2, "outdated_marks": 1}
+    assert reads["marks_to_embed"][1:] == [((last,), ["mk_c"])]  # past what the first saw
+    assert len(reads["outdated_marks"]) == 1
     assert worker.coverage().embedded == 3
-    now[0] = OUTDATED_EVERY * 1.5
+    now[0] = SWEEP_EVERY * 1.5
     assert not worker.run_once()
-    assert reads == {"marks_to_embed": 3, "outdated_marks": 2}
+    assert reads["marks_to_embed"][2:] == [((0,), [])]
+    assert len(reads["outdated_marks"]) == 2
+
+
+def test_marks_written_after_a_forget_are_embedded_by_the_next_pass(
+    store: Store, tmp_path: Path
+) -> None:
+    """On SQLite a forget that deletes the last text rows lets the next marks' rows take
+    their numbers, behind what the worker has seen: the forget has its next pass look at
+    every mark, so none waits for the periodic look."""
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    from test_fusion import stored_parts
+
+    from daemon.files.daily import DailyLog
+
+    parts = stored_parts(store, tmp_path, batch=4)
+    index = parts.mark_search()
+    worker = parts.attach(DailyLog(tmp_path / "daily"), index)
+    insert(store, *(make_mark(f"mk_{c}", "user.food", observation=f"{c} soup") for c in "abc"))
+    worker.run_once()
+    rows = text_rows(store, "mk_b", "mk_c")
+    store.write_sync(lambda tx: tx.marks.erase(["mk_b", "mk_c"], "asked", T0))
+    assert index.erase_outdated() == 2  # what the forget receptor does next
+    MarkSearch().index(store)
+    insert(store, make_mark("mk_d", "user.hobbies", observation="practising violin"))
+    insert(store, make_mark("mk_e", "user.hobbies", observation="tuning the cello"))
+    MarkSearch().index(store)
+    if store.dialect == "sqlite":  # (the case this is about)
+        assert text_rows(store, "mk_d", "mk_e") == rows
+    worker.run_once()
+    assert (worker.coverage().embedded, worker.coverage().total) == (3, 3)
+
+
+def text_rows(store: Store, *mark_ids: str) -> list[int]:
+    def read(tx: Any) -> list[int]:
+        marks = ", ".join(f"'{mark_id}'" for mark_id in mark_ids)
+        found = tx.connection.exec_driver_sql(
+            f"SELECT id FROM text_rows WHERE layer = 'marks' AND source IN ({marks}) ORDER BY id"
+        )
+        return [row[0] for row in found]
+
+    return store.read_sync(read)
 
 
 def test_the_searches_by_meaning_start_ahead_beside_the_caller_and_are_taken_once(
@@ -169,18 +220,21 @@ def test_the_searches_by_meaning_start_ahead_beside_the_caller_and_are_taken_onc
 
 
 def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -> None:
-    """The worker reads the marks to embed a page at a time: a page seeks past the last
-    one's marks instead of passing every mark embedded since the pass began (on 100,000
-    marks, 76 ms a page, most of the worker's time outside the model)."""
+    """The worker reads the marks to embed a page at a time, in the order their text rows
+    were written: a page seeks past the last one's rows instead of passing every mark
+    embedded since the pass began (on 100,000 marks, 76 ms a page, most of the worker's
+    time outside the model)."""
     insert(store, *(make_mark(f"mk_{c}", "user.food", observation=f"{c} soup") for c in "cab"))
     MarkSearch().index(store)
+    a, b, c = text_rows(store, "mk_a", "mk_b", "mk_c")
 
-    def page(after: str) -> list[str]:
-        return [m.id for m in store.read_sync(lambda tx: tx.dense.marks_to_embed(2, after))]
+    def page(since: int) -> list[str]:
+        return [m.id for m in store.read_sync(lambda tx: tx.dense.marks_to_embed(2, since))]
 
-    assert page("") == ["mk_a", "mk_b"]
-    assert page("mk_b") == ["mk_c"]
-    assert page("mk_c") == []
+    assert page(0) == ["mk_a", "mk_b"]
+    assert page(b) == ["mk_b", "mk_c"]  # (from the row seen on: it has a vector by then)
+    assert page(c + 1) == []
+    assert store.read_sync(lambda tx: tx.dense.last_text_row()) == c
     if store.dialect == "sqlite":
         statements: list[tuple[str, Any]] = []
 
@@ -189,7 +243,7 @@ def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -
 
         event.listen(store._reader, "before_cursor_execute", seen)
         try:
-            page("mk_a")
+            page(a)
         finally:
             event.remove(store._reader, "before_cursor_execute", seen)
         ((statement, parameters),) = (s for s in statements if "dense_vectors" in s[0])
@@ -197,4 +251,4 @@ def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -
             lambda tx: tx.connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
         ).all()
         steps = " / ".join(row[-1] for row in plan)
-        assert "source>?" in steps and "TEMP B-TREE" not in steps, steps
+        assert "rowid>?" in steps and "TEMP B-TREE" not in steps, steps
