@@ -5,7 +5,8 @@ configurations.
 
 The configurations, in the order each round measures them:
 
-- in process: a :class:`SignalBus` with the observation receptor on a fresh SQLite file, 1
+- in process: a :class:`SignalBus` with the observation receptor on a fresh SQLite file, on
+  the daemon's event loop (:func:`daemon.process.event_loop_options`: uvloop), 1
   and 8 concurrent emitters, each emit validated as the ingress does; timed from the first
   emit until :func:`daemon.testing.drained` (the receptor's marks committed), with the latency of
   each emit's acknowledgement (durably stored) and the process's CPU time per signal;
@@ -75,6 +76,7 @@ from bench.rounds import (
 from daemon.bus import SignalBus
 from daemon.core.signal import Signal
 from daemon.logs import configure_logging
+from daemon.process import event_loop_options
 from daemon.store import Store
 from daemon.store.migrate import upgrade
 from daemon.testing import DaemonHome, drained
@@ -167,7 +169,14 @@ def wal_pages(path: Path, emitters: int, numbers: Iterator[int]) -> tuple[WalPag
     with fresh_database(path):
         pages = WalPages(path)
         with pages.counting():
-            run = anyio.run(emit_into, f"sqlite:///{path}", emitters, PAGES_SECONDS, numbers)
+            run = anyio.run(
+                emit_into,
+                f"sqlite:///{path}",
+                emitters,
+                PAGES_SECONDS,
+                numbers,
+                backend_options=event_loop_options(),
+            )
     return pages, run.count
 
 
@@ -198,7 +207,9 @@ def measure(root: Path, rounds: int, seconds: float) -> Rounds:
 
         def in_process(emitters: int) -> Run:
             path = root / f"bus-{next(numbers)}.db"
-            return anyio.run(emit_for, path, emitters, seconds, numbers)
+            return anyio.run(
+                emit_for, path, emitters, seconds, numbers, backend_options=event_loop_options()
+            )
 
         def paired_floor(per_commit: int) -> Run:
             paired_raw, floor_run = floor.paired(raw, per_commit, seconds)

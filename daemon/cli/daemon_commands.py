@@ -38,7 +38,7 @@ def run(config_path: Path | None) -> None:
     # tracebacks; the daemon never needs it, and it would cost the long-running process ~6 MB.
     sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
     from daemon.logs import configure_logging
-    from daemon.process import run_daemon
+    from daemon.process import event_loop_options, run_daemon
     from daemon.server import IngressConfigError, IngressError
     from daemon.store import StoreCorrupt, StoreInUse
     from daemon.store.migrate import MigrationFailed
@@ -47,7 +47,7 @@ def run(config_path: Path | None) -> None:
     configure_logging(config.log.level)
     try:
         with store_failures(config.store.url, "cannot run on"):
-            anyio.run(run_daemon, config)
+            anyio.run(run_daemon, config, backend_options=event_loop_options())
     except (ConfigError, IngressConfigError) as exc:
         raise BadInput(f"bad config: {exc}") from None
     except (IngressError, MigrationFailed, StoreInUse, StoreCorrupt) as exc:
