@@ -62,9 +62,9 @@ RETRY_SECONDS = 30.0  # after a failed pass (a store that cannot be written, say
 # which deletes its vector at once (MarkSearch.erase_outdated); a new mark's text row is
 # numbered after every row there is (on SQLite, after a forget deleted the last rows, the
 # next take their numbers again: a forget has the next pass look at every mark). So a pass
-# reads only the rows written since the last one saw, and every mark is looked at again at
-# the first pass and at most this often (a row that a concurrent transaction on PostgreSQL
-# committed behind a later one, say).
+# reads only the rows written since the last pass began, and every mark is looked at by
+# the first pass and then at most this often (which also finds a row that a concurrent
+# transaction on PostgreSQL committed behind a later one).
 SWEEP_EVERY = 300.0
 # A document: where its vector goes, the texts it means, and a mark's text row's digest.
 Document = tuple[Place, tuple[str, ...], int]
@@ -75,10 +75,16 @@ def document_hashes(lines: Sequence[str]) -> list[bytes]:
     return [meaning_hash(document_texts(meaning)) for meaning in line_meanings(lines)]
 
 
-def _marks_to_embed(tx: Tx, limit: int, since: int) -> tuple[int, list[MarkToEmbed]]:
-    """The last text row, then the marks to embed from ``since`` (all rows up to that
-    one are read, unless the page is full)."""
-    return tx.dense.last_text_row(), tx.dense.marks_to_embed(limit, since)
+def _last_text_row(tx: Tx) -> int:
+    return tx.dense.last_text_row()
+
+
+def _marks_to_embed(tx: Tx, limit: int, after: str) -> list[MarkToEmbed]:
+    return tx.dense.marks_to_embed(limit, after)
+
+
+def _marks_written_since(tx: Tx, limit: int, since: int) -> list[MarkToEmbed]:
+    return tx.dense.marks_written_since(limit, since)
 
 
 def _drop_file(dense: DenseRows, source: str, state: str) -> list[int]:
@@ -207,19 +213,30 @@ class EmbeddingWorker:
         return worked
 
     def _marks(self) -> bool:
-        worked = False
         now = self._clock()
+        worked = sweep = False
         if self._swept is None or now - self._swept >= SWEEP_EVERY:
             worked = self.vectors.delete(lambda dense: dense.outdated_marks()) > 0
-            self._swept, self._marks_seen = now, 0
+            self._swept, sweep = now, True
         if self._sweep_wanted.is_set():
             self._sweep_wanted.clear()
-            self._marks_seen = 0
+            sweep = True
+        # Every row written from here on is numbered after this one.
+        last = self._store.read_sync(_last_text_row)
+        # A look at every mark goes by their ids (through the index on the text's layer);
+        # the passes between, along the rows written since the last pass began.
+        after, since = "", self._marks_seen
         while not self.stopped():
-            last, todo = self._store.read_sync(
-                partial(_marks_to_embed, limit=self._batch, since=self._marks_seen)
-            )
+            if sweep:
+                todo = self._store.read_sync(
+                    partial(_marks_to_embed, limit=self._batch, after=after)
+                )
+            else:
+                todo = self._store.read_sync(
+                    partial(_marks_written_since, limit=self._batch, since=since)
+                )
             if todo:
+                after, since = todo[-1].id, todo[-1].row
                 docs = [
                     (
                         Place(MARKS, m.id, scope=m.workspace),
@@ -230,10 +247,9 @@ class EmbeddingWorker:
                 ]
                 self._embed(docs)
                 worked = True
-            if len(todo) < self._batch:  # none was left after these: every row is seen
+            if len(todo) < self._batch:  # none was left after these
                 self._marks_seen = last
                 break
-            self._marks_seen = todo[-1].row
         return worked
 
     def _daily_files(self) -> bool:

@@ -9,6 +9,7 @@ generation it holds, and is repaired from these rows when they differ.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import and_, delete, exists, func, select, update
 from sqlalchemy.engine import Connection
@@ -70,6 +71,33 @@ def _place(row: Sequence[object]) -> Place:
 def _stored(row: Sequence[object]) -> StoredVector:
     id_, *place, values, scale = row
     return StoredVector(int(id_), _place(place), Vector(bytes(values), float(scale)))  # type: ignore[call-overload, arg-type]
+
+
+# A mark's text row with no current vector (none of the mark's text as it is now).
+_TO_EMBED = (
+    select(
+        text_rows.c.source,
+        text_rows.c.scope,
+        text_rows.c.digest,
+        marks.c.observation,
+        text_rows.c.id,
+    )
+    .join(marks, marks.c.id == text_rows.c.source)
+    .where(
+        ~exists().where(
+            vectors.c.layer == MARKS,
+            vectors.c.source == text_rows.c.source,
+            vectors.c.digest == text_rows.c.digest,
+        )
+    )
+)
+
+
+def _marks_to_embed(rows: Iterable[Any]) -> list[MarkToEmbed]:
+    return [
+        MarkToEmbed(str(mark_id), str(scope), int(digest), str(observation), int(row))
+        for mark_id, scope, digest, observation, row in rows
+    ]
 
 
 class DenseRows:
@@ -171,34 +199,28 @@ class DenseRows:
         )
         return {(source, st): fp for source, st, fp in self.connection.execute(query)}
 
-    def marks_to_embed(self, limit: int, since: int = 0) -> list[MarkToEmbed]:
-        """Marks whose text row has no current vector, up to ``limit``, in the order their
-        rows were written, from the row numbered ``since`` on (the last row a page read: each
-        page seeks past the one before, and a pass past every row the last pass saw)."""
-        current = exists().where(
-            vectors.c.layer == MARKS,
-            vectors.c.source == text_rows.c.source,
-            vectors.c.digest == text_rows.c.digest,
-        )
+    def marks_to_embed(self, limit: int, after: str = "") -> list[MarkToEmbed]:
+        """Marks whose text row has no current vector, up to ``limit``, by id from the one
+        after ``after`` (the last of the page before: each page starts where that one ended,
+        rather than passing every mark embedded since the pass began)."""
         query = (
-            select(
-                text_rows.c.source,
-                text_rows.c.scope,
-                text_rows.c.digest,
-                marks.c.observation,
-                text_rows.c.id,
-            )
-            .join(marks, marks.c.id == text_rows.c.source)
-            # (``layer || ''``: not by the index on the layer, which finds every mark's row
-            # and sorts them all, but along the rows' ids from ``since``)
-            .where(text_rows.c.id >= since, text_rows.c.layer.concat("") == MARKS, ~current)
+            _TO_EMBED.where(text_rows.c.layer == MARKS, text_rows.c.source > after)
+            .order_by(text_rows.c.source)
+            .limit(limit)
+        )
+        return _marks_to_embed(self.connection.execute(query))
+
+    def marks_written_since(self, limit: int, since: int) -> list[MarkToEmbed]:
+        """:meth:`marks_to_embed`, from the text row numbered ``since`` on, in the order the
+        rows were written: what a pass reads after one that saw every row up to ``since``."""
+        query = (
+            # (``layer || ''``: not by the index on the layer, which would find every mark's
+            # row and sort them, but along the rows' ids from ``since``)
+            _TO_EMBED.where(text_rows.c.id >= since, text_rows.c.layer.concat("") == MARKS)
             .order_by(text_rows.c.id)
             .limit(limit)
         )
-        return [
-            MarkToEmbed(str(mark_id), str(scope), int(digest), str(observation), int(row))
-            for mark_id, scope, digest, observation, row in self.connection.execute(query)
-        ]
+        return _marks_to_embed(self.connection.execute(query))
 
     def last_text_row(self) -> int:
         """The highest id of a text row (0 with none). A row written later gets a higher

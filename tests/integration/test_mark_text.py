@@ -3,6 +3,7 @@ are found, whatever instant they carry, and only in their own workspace."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,11 @@ def test_a_pass_reads_the_marks_written_since_the_last_and_looks_at_them_all_sel
     from daemon.services.embedding_worker import SWEEP_EVERY
     from daemon.store import DenseRows
 
-    reads: dict[str, list[Any]] = {"marks_to_embed": [], "outdated_marks": []}
+    reads: dict[str, list[Any]] = {
+        "marks_to_embed": [],
+        "marks_written_since": [],
+        "outdated_marks": [],
+    }
     for name in reads:
         original = getattr(DenseRows, name)
 
@@ -115,20 +120,23 @@ def test_a_pass_reads_the_marks_written_since_the_last_and_looks_at_them_all_sel
     insert(store, make_mark("mk_a", "user.hobbies", observation="practising violin"))
     insert(store, make_mark("mk_b", "user.food", observation="lentil soup"))
     assert worker.run_once()
-    # A short page is the last; the first pass looks at every mark.
-    assert reads["marks_to_embed"] == [((0,), ["mk_a", "mk_b"])]
-    assert len(reads["outdated_marks"]) == 1
+    # The first pass looks at every mark; a short page is the last.
+    assert reads == {
+        "marks_to_embed": [(("",), ["mk_a", "mk_b"])],
+        "marks_written_since": [],
+        "outdated_marks": [((), [])],
+    }
     last = store.read_sync(lambda tx: tx.dense.last_text_row())
     insert(store, make_mark("mk_c", "user.food", observation="figs for breakfast"))
     now[0] = SWEEP_EVERY / 2
     assert worker.run_once()
-    assert reads["marks_to_embed"][1:] == [((last,), ["mk_c"])]  # past what the first saw
-    assert len(reads["outdated_marks"]) == 1
+    assert reads["marks_written_since"] == [((last,), ["mk_c"])]  # not before the last began
+    assert len(reads["marks_to_embed"]) == len(reads["outdated_marks"]) == 1
     assert worker.coverage().embedded == 3
     now[0] = SWEEP_EVERY * 1.5
     assert not worker.run_once()
-    assert reads["marks_to_embed"][2:] == [((0,), [])]
-    assert len(reads["outdated_marks"]) == 2
+    assert reads["marks_to_embed"][1:] == [(("",), [])]
+    assert len(reads["outdated_marks"]) == 2 and len(reads["marks_written_since"]) == 1
 
 
 def test_marks_written_after_a_forget_are_embedded_by_the_next_pass(
@@ -220,35 +228,50 @@ def test_the_searches_by_meaning_start_ahead_beside_the_caller_and_are_taken_onc
 
 
 def test_each_page_of_marks_to_embed_starts_where_the_last_ended(store: Store) -> None:
-    """The worker reads the marks to embed a page at a time, in the order their text rows
-    were written: a page seeks past the last one's rows instead of passing every mark
-    embedded since the pass began (on 100,000 marks, 76 ms a page, most of the worker's
-    time outside the model)."""
+    """The worker reads the marks to embed a page at a time: a page seeks past the last
+    one's marks instead of passing every mark embedded since the pass began (on 100,000
+    marks, 76 ms a page, most of the worker's time outside the model). A look at every mark
+    goes by their ids; a pass between, by the text rows written since the last began."""
     insert(store, *(make_mark(f"mk_{c}", "user.food", observation=f"{c} soup") for c in "cab"))
     MarkSearch().index(store)
     a, b, c = text_rows(store, "mk_a", "mk_b", "mk_c")
 
-    def page(since: int) -> list[str]:
-        return [m.id for m in store.read_sync(lambda tx: tx.dense.marks_to_embed(2, since))]
+    def page(after: str) -> list[str]:
+        return [m.id for m in store.read_sync(lambda tx: tx.dense.marks_to_embed(2, after))]
 
-    assert page(0) == ["mk_a", "mk_b"]
-    assert page(b) == ["mk_b", "mk_c"]  # (from the row seen on: it has a vector by then)
-    assert page(c + 1) == []
+    def written(since: int) -> list[str]:
+        found = store.read_sync(lambda tx: tx.dense.marks_written_since(2, since))
+        return [m.id for m in found]
+
+    assert page("") == ["mk_a", "mk_b"]
+    assert page("mk_b") == ["mk_c"]
+    assert page("mk_c") == []
+    assert written(0) == ["mk_a", "mk_b"]
+    assert written(b) == ["mk_b", "mk_c"]  # (from the row seen on: it has a vector by then)
+    assert written(c + 1) == []
     assert store.read_sync(lambda tx: tx.dense.last_text_row()) == c
     if store.dialect == "sqlite":
-        statements: list[tuple[str, Any]] = []
+        assert "source>?" in plan(store, lambda: page("mk_a"))
+        assert "rowid>?" in plan(store, lambda: written(a))
 
-        def seen(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-            statements.append((statement, parameters))
 
-        event.listen(store._reader, "before_cursor_execute", seen)
-        try:
-            page(a)
-        finally:
-            event.remove(store._reader, "before_cursor_execute", seen)
-        ((statement, parameters),) = (s for s in statements if "dense_vectors" in s[0])
-        plan = store.read_sync(
-            lambda tx: tx.connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
-        ).all()
-        steps = " / ".join(row[-1] for row in plan)
-        assert "rowid>?" in steps and "TEMP B-TREE" not in steps, steps
+def plan(store: Store, read: Callable[[], object]) -> str:
+    """SQLite's plan for the statement ``read`` runs on the vectors (no sort: an index gives
+    the order)."""
+    statements: list[tuple[str, Any]] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(store._reader, "before_cursor_execute", seen)
+    try:
+        read()
+    finally:
+        event.remove(store._reader, "before_cursor_execute", seen)
+    ((statement, parameters),) = (s for s in statements if "dense_vectors" in s[0])
+    rows = store.read_sync(
+        lambda tx: tx.connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+    ).all()
+    steps = " / ".join(row[-1] for row in rows)
+    assert "TEMP B-TREE" not in steps, steps
+    return steps
