@@ -101,15 +101,14 @@ def test_a_pass_reads_the_marks_written_since_the_last_and_looks_at_them_all_sel
         "marks_to_embed": [],
         "marks_written_since": [],
         "outdated_marks": [],
+        "documents": [],
     }
     for name in reads:
         original = getattr(DenseRows, name)
 
         def counted(self: DenseRows, *args: Any, _name: str = name, _f: Any = original) -> Any:
             found = _f(self, *args)
-            reads[_name].append(
-                (args[1:], [m.id for m in found] if _name != "outdated_marks" else found)
-            )
+            reads[_name].append((args[1:], [m.id for m in found] if _name[0] == "m" else found))
             return found
 
         monkeypatch.setattr(DenseRows, name, counted)
@@ -125,6 +124,7 @@ def test_a_pass_reads_the_marks_written_since_the_last_and_looks_at_them_all_sel
         "marks_to_embed": [(("",), ["mk_a", "mk_b"])],
         "marks_written_since": [],
         "outdated_marks": [((), [])],
+        "documents": [((), 2)],  # (at the start: nothing was written after it)
     }
     last = store.read_sync(lambda tx: tx.dense.last_text_row())
     insert(store, make_mark("mk_c", "user.food", observation="figs for breakfast"))
@@ -137,6 +137,31 @@ def test_a_pass_reads_the_marks_written_since_the_last_and_looks_at_them_all_sel
     assert not worker.run_once()
     assert reads["marks_to_embed"][1:] == [(("",), [])]
     assert len(reads["outdated_marks"]) == 2 and len(reads["marks_written_since"]) == 1
+    assert [count for _, count in reads["documents"]] == [2, 3, 3]
+
+
+def test_a_pass_counts_the_documents_again_only_if_rows_were_written_while_it_ran(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+    from test_fusion import stored_parts
+
+    from daemon.files.daily import DailyLog
+
+    parts = stored_parts(store, tmp_path)
+    worker = parts.attach(DailyLog(tmp_path / "daily"), parts.mark_search())
+    embed_marks = worker._marks
+
+    def marks_while_another_comes() -> bool:
+        worked = embed_marks()
+        insert(store, make_mark("mk_z", "user.food", observation="figs for breakfast"))
+        MarkSearch().index(store)
+        return worked
+
+    monkeypatch.setattr(worker, "_marks", marks_while_another_comes)
+    insert(store, make_mark("mk_a", "user.hobbies", observation="practising violin"))
+    worker.run_once()
+    assert (worker.coverage().embedded, worker.coverage().total) == (1, 2)
 
 
 def test_marks_written_after_a_forget_are_embedded_by_the_next_pass(
