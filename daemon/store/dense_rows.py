@@ -18,12 +18,19 @@ from daemon.core.vectors import DAILY, MARKS, MarkToEmbed, NewVector, Place, Sto
 from daemon.store.fast_path import Raw
 from daemon.store.mark_strength import marks
 from daemon.store.sql import in_chunks, insert_ignoring_duplicates, upsert
-from daemon.store.tables import DenseGroupTable, DenseStateTable, DenseVectorTable, TextRowTable
+from daemon.store.tables import (
+    DenseGroupTable,
+    DenseStateTable,
+    DenseVectorTable,
+    TextRowTable,
+    TextTotalsTable,
+)
 
 vectors = DenseVectorTable.__table__  # type: ignore[attr-defined]
 groups = DenseGroupTable.__table__  # type: ignore[attr-defined]
 state = DenseStateTable.__table__  # type: ignore[attr-defined]
 text_rows = TextRowTable.__table__  # type: ignore[attr-defined]
+totals = TextTotalsTable.__table__  # type: ignore[attr-defined]
 
 _COLUMNS = (
     vectors.c.id,
@@ -189,8 +196,10 @@ class DenseRows:
         return int(self.connection.execute(select(func.count()).select_from(vectors)).scalar_one())
 
     def documents(self) -> int:
-        """How many daily lines and marks the text index holds: what could be embedded."""
-        query = select(func.count()).where(text_rows.c.layer.in_([DAILY, MARKS]))
+        """How many daily lines and marks the text index holds: what could be embedded
+        (from the layers' totals, which the triggers on its rows keep)."""
+        held = func.coalesce(func.sum(totals.c.row_count), 0)
+        query = select(held).where(totals.c.layer.in_([DAILY, MARKS]))
         return int(self.connection.execute(query).scalar_one())
 
     def fingerprints(self, layer: str) -> dict[tuple[str, str], str]:

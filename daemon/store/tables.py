@@ -291,13 +291,17 @@ class TextFileTable(SQLModel, table=True):
 
 
 class TextTotalsTable(SQLModel, table=True):
-    """Per layer: how many rows hold terms, and how many terms they hold (for BM25)."""
+    """Per layer: how many rows hold terms, and how many terms they hold (for BM25); and
+    how many rows there are (what the embedding worker could embed)."""
 
     __tablename__ = "text_totals"
 
     layer: str = Field(primary_key=True, max_length=16)
     documents: int = Field(sa_column=Column(BigInteger(), nullable=False))
     total_length: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    row_count: int = Field(
+        default=0, sa_column=Column(BigInteger(), nullable=False, server_default="0")
+    )
 
 
 class TextPendingTable(SQLModel, table=True):

@@ -46,7 +46,7 @@ from daemon.testing import drained
 
 def test_migrations_reach_head_and_match_the_models(db_url: str) -> None:
     upgrade(db_url)
-    assert current_revision(db_url) == head_revision() == "0012"
+    assert current_revision(db_url) == head_revision() == "0013"
     upgrade(db_url)  # a second upgrade is a no-op
     engine = create_engine(db_url)
     with engine.connect() as connection:
