@@ -108,14 +108,11 @@ class Substrate:
     # -- for the watcher -----------------------------------------------------------------
 
     def watch_roots(self) -> list[Path]:
-        """Directories to watch: directory entries themselves, and the parent of any other
-        entry, so that a file saved by renaming a temporary over it is still seen."""
-        roots: list[Path] = []
-        for entry in self.entries:
-            root = entry if entry.is_dir() else entry.parent
-            if root not in roots:
-                roots.append(root)
-        return roots
+        """What to watch: the entries that exist, directories and files alike. Not a file
+        entry's directory, nor a missing entry's (the watcher looks for those again every
+        few seconds): it may hold the store's database, and a directory's watch wakes at
+        every write to any file in it."""
+        return [entry for entry in dict.fromkeys(self.entries) if entry.exists()]
 
     def is_substrate_path(self, path: Path) -> bool:
         """Whether a change at ``path`` changes the substrate: ``path`` is an entry itself,

@@ -192,10 +192,10 @@ def test_referenced_files_match_by_path_suffix_on_a_slash_boundary(
     assert substrate.referenced(["ssons.md", "term/lessons.md", "nope.md"], "m1") == []
 
 
-def test_the_watcher_watches_directory_entries_and_the_parents_of_file_entries(
-    home: Path, substrate: Substrate
-) -> None:
-    assert substrate.watch_roots() == [home / "long-term", home]
+def test_the_watcher_watches_the_entries_that_exist(home: Path, substrate: Substrate) -> None:
+    assert substrate.watch_roots() == [home / "long-term", home / "SOUL.md"]
+    missing = Substrate([home / "later", home / "USER.md", home / "long-term"])
+    assert missing.watch_roots() == [home / "long-term"]
 
 
 def test_only_substrate_paths_pass_the_watcher_filter(home: Path, substrate: Substrate) -> None:
