@@ -126,8 +126,8 @@ async def test_writes_beside_a_file_entry_do_not_wake_the_watch(
 ) -> None:
     """A file entry, and a missing one, were watched through their directory, which woke
     the watch at every write to any file beside them: the store's database and its
-    write-ahead log, at every stored signal, when ``SOUL.md`` sits next to them (3-12 %
-    more of the daemon's CPU per signal). A file is watched itself now, and a missing
+    write-ahead log, at every stored signal, when ``SOUL.md`` sits next to them (up to a
+    tenth more of the daemon's CPU per signal). A file is watched itself now, and a missing
     entry is looked for at each recheck."""
     from daemon.files import watcher
 
