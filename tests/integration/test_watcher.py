@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -120,6 +122,18 @@ class Reading(Noticed):
         return False
 
 
+@asynccontextmanager
+async def watching(substrate: Substrate) -> AsyncIterator[Reading]:
+    """The watcher running on ``substrate`` (rechecking every 0.2 s) until the block ends."""
+    stop = anyio.Event()
+    noticed = Reading()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(lambda: watch_substrate(substrate, stop, on_change=noticed, recheck=0.2))
+        await anyio.wait_all_tasks_blocked()
+        yield noticed
+        stop.set()
+
+
 @pytest.mark.asyncio
 async def test_writes_beside_a_file_entry_do_not_wake_the_watch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -144,11 +158,7 @@ async def test_writes_beside_a_file_entry_do_not_wake_the_watch(
     soul.write_text("# Soul\nI am patient.\n")
     substrate = Substrate([soul, tmp_path / "USER.md"])
     assert "patient" in substrate.read(soul)
-    stop = anyio.Event()
-    noticed = Reading()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: watch_substrate(substrate, stop, on_change=noticed, recheck=0.2))
-        await anyio.wait_all_tasks_blocked()
+    async with watching(substrate) as noticed:
         wal = tmp_path / "cambium.db-wal"
         for n in range(20):
             with wal.open("a") as f:
@@ -157,7 +167,6 @@ async def test_writes_beside_a_file_entry_do_not_wake_the_watch(
         with soul.open("a") as f:
             f.write("I love gardening.\n")
         assert await noticed.until_says(substrate, soul, "gardening")
-        stop.set()
     assert woken and all(path == str(soul) for changes in woken for _, path in changes)
 
 
@@ -176,11 +185,7 @@ async def test_a_file_entry_saved_by_rename_is_watched_again(tmp_path: Path) -> 
     soul = tmp_path / "SOUL.md"
     soul.write_text("# Soul\nI am patient.\n")
     substrate = Substrate([soul])
-    stop = anyio.Event()
-    noticed = Reading()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: watch_substrate(substrate, stop, on_change=noticed, recheck=0.2))
-        await anyio.wait_all_tasks_blocked()
+    async with watching(substrate) as noticed:
         save_by_rename(soul, "# Soul\nI love pottery.\n")
         assert await noticed.until_says(substrate, soul, "pottery")
         with soul.open("a") as f:
@@ -193,18 +198,13 @@ async def test_a_file_entry_saved_by_rename_is_watched_again(tmp_path: Path) -> 
                 f.write("On Tuesdays.\n")
             assert await noticed.until_says(substrate, soul, "Tuesdays")
             assert "kayaking" in held.read()
-        stop.set()
 
 
 @pytest.mark.asyncio
 async def test_a_file_entry_made_after_the_start_is_watched_from_then_on(tmp_path: Path) -> None:
     user = tmp_path / "USER.md"
     substrate = Substrate([user])
-    stop = anyio.Event()
-    noticed = Reading()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: watch_substrate(substrate, stop, on_change=noticed, recheck=0.2))
-        await anyio.wait_all_tasks_blocked()
+    async with watching(substrate) as noticed:
         user.write_text("# User\nLikes tea.\n")
         assert await noticed.until_says(substrate, user, "tea")
         await anyio.sleep(0.5)  # (watched itself by then)
@@ -213,4 +213,3 @@ async def test_a_file_entry_made_after_the_start_is_watched_from_then_on(tmp_pat
         assert await noticed.until_says(substrate, user, "figs")
         save_by_rename(user, "# User\nLikes coffee.\n")
         assert await noticed.until_says(substrate, user, "coffee")
-        stop.set()

@@ -8,14 +8,16 @@ of emoji) is still embedded, so the count is a column of its own: ``row_count``,
 from the rows here, then kept by the triggers on ``text_rows`` (SQLite) or their function
 (PostgreSQL) in the same statement that keeps the other totals.
 
-The trigger statements repeat 0012's with the new column, on purpose: a migration is
-history, and must not change when a later one does.
+The triggers (SQLite) and the function (PostgreSQL) are made again from their own stored
+text, with the two updates of the totals extended: what they do to the FTS5 tables stays as
+0012 made it.
 
 Revision ID: 0013
 Revises: 0012
 Create Date: 2026-12-05
 """
 
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -26,61 +28,40 @@ down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-LAYERS = ("daily", "marks", "substrate", "compost")
+# How the triggers' statements keep the total length (as 0008 and 0012 wrote them: ``new``
+# in SQLite's triggers, ``NEW`` in PostgreSQL's function), and the row count kept beside it.
+TOTAL_LENGTH = re.compile(r"total_length ([+-]) (?:new|old)\.length", re.IGNORECASE)
+ROW_COUNT = re.compile(r", row_count = row_count [+-] 1")
 
 
-def _sqlite_triggers(row_count: bool) -> list[str]:
-    """0012's triggers on ``text_rows``, keeping ``row_count`` too if ``row_count``."""
-    added, removed = (", row_count = row_count + 1", ", row_count = row_count - 1")
-    if not row_count:
-        added = removed = ""
-    return [
-        "DROP TRIGGER text_rows_ai",
-        "DROP TRIGGER text_rows_ad",
-        "CREATE TRIGGER text_rows_ai AFTER INSERT ON text_rows BEGIN "
-        + " ".join(
-            f"INSERT INTO text_fts_{layer} (rowid, terms) SELECT new.id, new.terms"
-            f" WHERE new.layer = '{layer}';"
-            for layer in LAYERS
-        )
-        + " UPDATE text_totals SET documents = documents + (new.length > 0),"
-        f" total_length = total_length + new.length{added} WHERE layer = new.layer; END",
-        "CREATE TRIGGER text_rows_ad AFTER DELETE ON text_rows BEGIN "
-        + " ".join(
-            f"INSERT INTO text_fts_{layer} (text_fts_{layer}, rowid, terms)"
-            f" SELECT 'delete', old.id, old.terms WHERE old.layer = '{layer}';"
-            for layer in LAYERS
-        )
-        + " UPDATE text_totals SET documents = documents - (old.length > 0),"
-        f" total_length = total_length - old.length{removed} WHERE layer = old.layer; END",
-    ]
-
-
-def _postgres_function(row_count: bool) -> str:
-    """0008's function behind the trigger on ``text_rows``, keeping ``row_count`` too if
-    ``row_count``."""
-    added, removed = (", row_count = row_count + 1", ", row_count = row_count - 1")
-    if not row_count:
-        added = removed = ""
-    return f"""CREATE OR REPLACE FUNCTION text_rows_totals() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF TG_OP = 'INSERT' THEN
-            UPDATE text_totals SET documents = documents + (NEW.length > 0)::int,
-                total_length = total_length + NEW.length{added} WHERE layer = NEW.layer;
-            RETURN NEW;
-        END IF;
-        UPDATE text_totals SET documents = documents - (OLD.length > 0)::int,
-            total_length = total_length - OLD.length{removed} WHERE layer = OLD.layer;
-        RETURN OLD;
-    END $$"""
+def _counting(sql: str, row_count: bool) -> str:
+    """``sql`` with its updates of the totals keeping the row count (or no longer)."""
+    if row_count:
+        return TOTAL_LENGTH.sub(lambda kept: f"{kept[0]}, row_count = row_count {kept[1]} 1", sql)
+    return ROW_COUNT.sub("", sql)
 
 
 def _keep_row_count(row_count: bool) -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        for statement in _sqlite_triggers(row_count):
-            op.execute(statement)
-    else:
-        op.execute(_postgres_function(row_count))
+    bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
+        for name in ("text_rows_ai", "text_rows_ad"):
+            query = sa.text("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = :n")
+            sql = bind.execute(query, {"n": name}).scalar_one()
+            op.execute(f"DROP TRIGGER {name}")
+            op.execute(_checked(sql, _counting(sql, row_count)))
+    else:  # (its body alone: the statement must not name the schema, which the search path picks)
+        query = sa.text("SELECT prosrc FROM pg_proc WHERE oid = 'text_rows_totals'::regproc")
+        body = bind.execute(query).scalar_one()
+        op.execute(
+            "CREATE OR REPLACE FUNCTION text_rows_totals() RETURNS trigger LANGUAGE plpgsql"
+            f" AS $${_checked(body, _counting(body, row_count))}$$"
+        )
+
+
+def _checked(before: str, after: str) -> str:
+    if after == before:  # not what 0008 and 0012 made: stop (the revision rolls back)
+        raise RuntimeError(f"text_totals: a trigger this revision does not know: {before}")
+    return after
 
 
 def upgrade() -> None:
