@@ -3,11 +3,11 @@
 A single-file entry is watched itself, not through its directory: a directory's watch wakes
 at every write to any file in it, and the store's database and its write-ahead log may sit
 beside the file (a daemon with ``SOUL.md`` beside them spent up to a tenth more CPU per
-stored signal). A watch on a file ends with the file: an editor saves by writing a temporary file
-and renaming it over the original, which deletes the watched one. So a watched file reported
-deleted is watched again at once, and read again once its new watch is set (what was written
-between the two is not missed); so is one found to be another file than the one watched (at
-the latest ``recheck`` seconds later).
+stored signal). A watch on a file ends with the file: an editor saves by writing a
+temporary file and renaming it over the original, which deletes the watched one. So a
+watched file reported deleted is watched again at once, and read again once its new watch
+is set (what was written between the two is not missed); so is one found to be another
+file than the one watched (at the latest ``recheck`` seconds later).
 
 Which entries exist can change while the daemon runs: a substrate directory or file created
 after the start must be watched too. So the watch wakes up every ``recheck`` seconds even
