@@ -87,10 +87,8 @@ def test_the_daemon_runs_on_uvloop_and_says_so_when_ready(home: DaemonHome) -> N
 
 
 def _logged(home: DaemonHome, event: str) -> dict[str, object] | None:
-    for line in home.log_text().splitlines():
-        if line.startswith("{") and json.loads(line).get("event") == event:
-            return dict(json.loads(line))
-    return None
+    entries = (json.loads(line) for line in home.log_text().splitlines() if line.startswith("{"))
+    return next((dict(entry) for entry in entries if entry.get("event") == event), None)
 
 
 def test_socket_is_private_and_tcp_needs_the_token(home: DaemonHome, tmp_path: Path) -> None:
