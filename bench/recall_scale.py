@@ -19,6 +19,8 @@ At each size (10k, 100k and 1M lines), in this order, on the real daemon and CLI
   FTS5 ``bm25`` query with every term of the same questions (plain ``sqlite3``, the same
   database); then 20 recalls each after a second of idling, beside a fixed memory walk
   timed back to back and after the same idling (what the machine itself charges for it);
+  at the largest size, 10 more each after a pause longer than the daemon's interval between
+  looks for hand-edited daily files (a person's recall, between two others, comes so);
 - ``cambium memory recall`` as a whole process with the daemon up and with it down, and
   ``grep -rliE`` over the same daily files, for the same questions;
 - the daemon's RSS after those recalls; at the largest size, again after 40,000
@@ -57,6 +59,7 @@ from bench.report import Figure, Part, at_most, percentiles, publish
 from daemon.core.records import Mark
 from daemon.search.daily import CANDIDATES
 from daemon.search.text import terms
+from daemon.services.recall import HAND_EDITS_LOOK
 from daemon.store import Store, Tx
 from daemon.store.migrate import upgrade
 from daemon.testing import CAMBIUM, DaemonHome
@@ -73,6 +76,10 @@ SIGNALS = 40_000  # at the largest size: RSS must stay flat over them
 BATCH = 5_000
 BLOCK = 25  # recalls, then as many raw queries, alternately
 IDLE = 1.0  # seconds before each of the after-idle recalls
+# At the largest size, seconds before each of a few recalls: longer than the daemon's
+# interval between looks for hand-edited daily files, which it takes only after a change.
+PAUSE = HAND_EDITS_LOOK + 1.0
+PAUSED = 10
 TODAY = date(2026, 11, 30)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -245,12 +252,12 @@ class Recalls:
             raws += [self.raw_fts(question) for question in block]
         return recalls, raws, cpu / len(questions) * 1000
 
-    def after_idle(self, questions: list[str]) -> list[float]:
-        """Each question recalled after ``IDLE`` seconds of nothing."""
+    def after_idle(self, questions: list[str], idle: float = IDLE) -> list[float]:
+        """Each question recalled after ``idle`` seconds of nothing."""
         latencies = []
         self.reconnect()
         for question in questions:
-            time.sleep(IDLE)
+            time.sleep(idle)
             latencies.append(self.recall(question))
         return latencies
 
@@ -330,6 +337,7 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             prepared = time.monotonic() - spawned
             latencies, raws, cpu_ms = recalls.blocks(questions[1:])
             idle = recalls.after_idle(questions[1:21])
+            paused = recalls.after_idle(questions[21 : 21 + PAUSED], PAUSE) if largest else []
             walk, walk_idle = idle_penalty()
             online = commands(home, few)
             rss = home.rss_mb()
@@ -353,6 +361,17 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             at_most(f"{at}: warm recall p99", p99, 50, "ms"),
             Figure(f"{at}: … the daemon's CPU per recall", cpu_ms, "ms"),
             Figure(f"{at}: recall after {IDLE:.0f} s idle, p50", statistics.median(idle), "ms"),
+            *(
+                [
+                    Figure(
+                        f"{at}: recall after a {PAUSE:.0f} s pause, p50",
+                        statistics.median(paused),
+                        "ms",
+                    )
+                ]
+                if paused
+                else []
+            ),
             Figure(f"{at}: … a fixed memory walk, back to back", walk, "ms"),
             Figure(f"{at}: … the same walk after {IDLE:.0f} s idle", walk_idle, "ms"),
             Figure(f"{at}: raw FTS5 bm25 (daily, {CANDIDATES} rows) p50 / p99", raw50, "ms"),

@@ -27,6 +27,7 @@ from daemon import __version__
 from daemon.composition import Daemon, compose
 from daemon.config import Config
 from daemon.core.clock import Clock, utcnow
+from daemon.files.daily_watch import watch_daily
 from daemon.files.watcher import watch_substrate
 from daemon.sdnotify import notify, watchdog_interval
 from daemon.server import bind_tcp, bind_unix, make_server
@@ -117,6 +118,7 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
             tasks.start_soon(
                 partial(watch_substrate, on_change=on_change), memory.substrate, stop_watching
             )
+            tasks.start_soon(watch_daily, memory.daily, stop_watching)
             while not all(server.started for server in servers):  # noqa: ASYNC110 (uvicorn has no event for it)
                 await anyio.sleep(0.01)
             interval = watchdog_interval()

@@ -77,7 +77,7 @@ async def _watch(
     watched file is deleted: then the files deleted, to be watched again. ``lost``: files
     a watch before this lost, read again at this watch's first wake-up (changes, or
     ``recheck`` seconds), when it is surely set."""
-    files = {root: _identity(root) for root in roots if not root.is_dir()}
+    files = {root: identity(root) for root in roots if not root.is_dir()}
     async for changes in awatch(
         *roots,
         stop_event=stop,
@@ -100,7 +100,7 @@ async def _watch(
         # Deleted, or another file now (a rename over it while something kept the watched
         # one open reports no deletion until that closes it).
         deleted = {Path(path) for change, path in changes if change == Change.deleted}
-        gone = {path for path, held in files.items() if path in deleted or _identity(path) != held}
+        gone = {path for path, held in files.items() if path in deleted or identity(path) != held}
         if gone:
             return gone
         if substrate.watch_roots() != roots:
@@ -108,7 +108,8 @@ async def _watch(
     return set()
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def identity(path: Path) -> tuple[int, int] | None:
+    """Which file (or directory) is at ``path`` now: its device and inode; None if none."""
     try:
         info = path.stat()
     except OSError:

@@ -177,6 +177,32 @@ def test_substrate_edits_are_seen_by_the_running_daemon(home: DaemonHome) -> Non
         eventually_seen("pasta")
 
 
+def test_the_daemon_watches_the_daily_files_and_sees_a_hand_edit(home: DaemonHome) -> None:
+    """A recall looks at the daily files only after the directory's watch saw a change (a
+    look stats every file): the daemon sets the watch, and a hand edit reaches recall."""
+    today = datetime.now(ZoneInfo("Europe/Berlin")).date()
+    day_file = home.root / "memory" / "daily" / f"{today.isoformat()}.md"
+    day_file.parent.mkdir(parents=True, exist_ok=True)
+    day_file.write_text("tea with Anna\n")
+
+    def seen(word: str) -> bool:
+        hits = home.get("/v1/recall", about=word, layers="daily").json()["daily"]
+        return any(word in hit["excerpt"].lower() for hit in hits)
+
+    with running(home):
+        deadline = time.monotonic() + PATIENCE
+        while (watching := _logged(home, "watching the daily files")) is None:
+            assert time.monotonic() < deadline, "the daily directory was never watched"
+            time.sleep(0.02)
+        assert watching["directory"] == str(day_file.parent)
+        assert seen("anna")
+        with day_file.open("a") as f:
+            f.write("coffee with Bruno\n")  # by hand
+        while not seen("bruno"):
+            assert time.monotonic() < deadline + PATIENCE, "the hand edit never reached recall"
+            time.sleep(0.1)
+
+
 def test_invalid_config_exits_2_naming_the_key_and_leaves_no_socket(home: DaemonHome) -> None:
     home.extra_config = "[observation]\nreinforce_delta = 3\n"
     home.write_config()

@@ -118,6 +118,34 @@ def test_the_daemon_looks_for_hand_edited_daily_files_every_few_seconds(
     assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
 
 
+def test_a_watched_daily_directory_is_looked_at_only_after_its_watch_saw_a_change(
+    store: Store, tmp_path: Path
+) -> None:
+    """A look stats every file (14 ms of CPU at three years of notes): with the directory
+    watched, a recall after a pause does not pay it unless something changed."""
+    clock = [100.0]
+    daily = DailyLog(
+        tmp_path, index=StoreTextIndex(store), look_every=5.0, monotonic=lambda: clock[0]
+    )
+    daily.append(DAY, "tea with Anna")
+    daily.watched(True)  # set: what changed before it is looked for once
+    day_file = tmp_path / f"{DAY.isoformat()}.md"
+    with day_file.open("a") as file:
+        file.write("coffee with Bruno\n")  # by hand, before the watch was set
+    assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
+    with day_file.open("a") as file:
+        file.write("cake with Clara\n")  # by hand, and (here) unseen by the watch
+    clock[0] = 200.0
+    assert daily.search("clara", since=None, limit=5) == []  # no look: nothing changed
+    daily.changed_on_disk()
+    assert [h.excerpt for h in daily.search("clara", since=None, limit=5)] == ["cake with Clara"]
+    with day_file.open("a") as file:
+        file.write("dinner with Dora\n")
+    daily.watched(False)  # the watch ended: a look every few seconds again
+    clock[0] = 205.0
+    assert [h.excerpt for h in daily.search("dora", since=None, limit=5)] == ["dinner with Dora"]
+
+
 def memory_of(store: Store, daily: Path, *, monotonic: Any = None) -> Memory:
     memory = Memory(
         store,
