@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import structlog
 import uvicorn
 
@@ -105,20 +106,7 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
                 served.append(done)
                 tasks.start_soon(_serve_until_done, server, sock, done)
             await scheduler.start()
-            on_change = None
-            if config.recall.semantic:
-                # Read what changed now and wake the embedding worker for it, not during a
-                # recall.
-                def on_change(_: set[Path]) -> None:
-                    tasks.start_soon(_prepare_recall, memory)
-
-            # Index what changed while the daemon was down; recall answers meanwhile.
-            tasks.start_soon(_prepare_recall, memory)
-            tasks.start_soon(index_stored_marks, memory)
-            tasks.start_soon(
-                partial(watch_substrate, on_change=on_change), memory.substrate, stop_watching
-            )
-            tasks.start_soon(watch_daily, memory.daily, stop_watching)
+            _keep_recall_current(tasks, memory, config.recall.semantic, stop_watching)
             while not all(server.started for server in servers):  # noqa: ASYNC110 (uvicorn has no event for it)
                 await anyio.sleep(0.01)
             interval = watchdog_interval()
@@ -150,6 +138,23 @@ async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -
                     await done.wait()
             tasks.cancel_scope.cancel()
     log.info("stopped")
+
+
+def _keep_recall_current(
+    tasks: anyio.abc.TaskGroup, memory: Memory, semantic: bool, stop_watching: anyio.Event
+) -> None:
+    """Start what keeps recall's indexes current: at once for what changed while the daemon
+    was down (recall answers meanwhile), then as the store and the files change."""
+    on_change = None
+    if semantic:
+        # Read what changed now and wake the embedding worker for it, not during a recall.
+        def on_change(_: set[Path]) -> None:
+            tasks.start_soon(_prepare_recall, memory)
+
+    tasks.start_soon(_prepare_recall, memory)
+    tasks.start_soon(index_stored_marks, memory)
+    tasks.start_soon(partial(watch_substrate, on_change=on_change), memory.substrate, stop_watching)
+    tasks.start_soon(watch_daily, memory.daily, stop_watching)
 
 
 async def _serve_until_done(server: uvicorn.Server, sock: socket.socket, done: anyio.Event) -> None:

@@ -37,7 +37,6 @@ changed are read. Live, claimed and archived lines are all searched, each once.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -63,6 +62,7 @@ from daemon.files.daily_merge import (
 )
 from daemon.files.daily_rows import DailyRows
 from daemon.files.file_rows import IndexedFile, signature_of
+from daemon.files.hand_edits import HandEdits
 from daemon.fs import Folder, RefusedFile, open_folder, scan_directory
 from daemon.search.daily import DailyHit, DailyIndex, LineKey
 from daemon.search.fusion import DenseRanker
@@ -100,15 +100,7 @@ class DailyLog:
         self._lock = threading.Lock()  # append, claim, merge and the index's rows
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_bytes, dense)
-        # A look for hand-edited files stats every file (~14 ms of CPU in three years of
-        # notes); what this instance writes, it indexes as it writes. While the directory is
-        # watched (:func:`daemon.files.daily_watch.watch_daily`), only a change seen by the
-        # watch calls for a look.
-        self._look_every = look_every
-        self._monotonic = monotonic
-        self._next_look = -math.inf
-        self._watched = False
-        self._changed_on_disk = True
+        self.hand_edits = HandEdits(look_every, monotonic)
         self._warned: set[str] = set()
         self._changed: list[Callable[[], None]] = []
         self._redacted: list[Redacted] = []
@@ -303,6 +295,7 @@ class DailyLog:
         if self.rows.index.writable:
             signature = None if stat is None or data is None else signature_of(stat, data)
             self.rows.sync(day.isoformat(), state, data, offset=offset, signature=signature)
+            self.hand_edits.indexed(folder.path / name, signature)
             for listener in self._changed:
                 listener()
         return data
@@ -359,24 +352,10 @@ class DailyLog:
         """Ranked hits for ``query`` over the live, claimed and archived lines of the days
         from ``since`` on (``None``: all of them), most relevant first (see
         :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`). Files changed by
-        hand are looked for first, unless that was done less than ``look_every`` seconds
-        ago, or the directory is watched and nothing in it changed since."""
-        if self._monotonic() >= self._next_look and (self._changed_on_disk or not self._watched):
-            self._changed_on_disk = False  # (a change seen during the look calls for another)
+        hand are looked for first when a look is due (:mod:`daemon.files.hand_edits`)."""
+        if self.hand_edits.take_look():
             self.refresh()
-            self._next_look = self._monotonic() + self._look_every
         return self._index.search(query, since=since, limit=limit)
-
-    def watched(self, watched: bool) -> None:
-        """Told by the directory's watch: it is set (and sees every change from now on), or
-        it ended. A watch just set may have missed what changed before it: a look is due."""
-        self._changed_on_disk = True
-        self._watched = watched
-
-    def changed_on_disk(self) -> None:
-        """Told by the directory's watch: a file in it changed (by hand, or by this
-        process's own writes, which are indexed already: the look finds nothing new)."""
-        self._changed_on_disk = True
 
     def refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Bring the index in line with the files on disk: only files whose size or mtime

@@ -10,6 +10,8 @@ replaced while the daemon runs is found at the latest ``recheck`` seconds later.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import structlog
 from watchfiles import awatch
@@ -43,7 +45,7 @@ async def watch_daily(
                     )
                     told = True
             finally:
-                daily.watched(False)
+                daily.hand_edits.watched(False)
         with anyio.move_on_after(recheck):
             await stop.wait()
 
@@ -55,14 +57,15 @@ async def _watch(daily: DailyLog, held: tuple[int, int], stop: anyio.Event, rech
         daily.directory,
         stop_event=stop,
         recursive=True,
+        watch_filter=None,  # (the default one skips names such as an editor's backups)
         rust_timeout=int(recheck * 1000),
         yield_on_timeout=True,
     ):
         if first:  # the watch is surely set by its first wake-up (a change, or a timeout)
-            daily.watched(True)
+            daily.hand_edits.watched(True)
             log.info("watching the daily files", directory=str(daily.directory))
             first = False
         elif changes:
-            daily.changed_on_disk()
+            daily.hand_edits.changed({Path(path) for _, path in changes})
         if identity(daily.directory) != held:
             return

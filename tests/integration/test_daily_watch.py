@@ -4,7 +4,8 @@ only then."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from datetime import date
 from pathlib import Path
@@ -14,25 +15,33 @@ import pytest
 
 from daemon.files.daily import DailyLog
 from daemon.files.daily_watch import watch_daily
+from daemon.files.hand_edits import HandEdits
 
 PATIENCE = 30.0  # seconds to wait for the watch to tell (a bound, not a timing check)
 DAY = date(2026, 4, 11)
 
 
-class ToldDaily(DailyLog):
-    """A daily log that keeps what its watch told it, for a test to wait on."""
+class ToldHandEdits(HandEdits):
+    """A daily log's schedule of looks that keeps what the watch told it, for a test to
+    wait on, and counts the looks taken."""
 
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
+    def __init__(self, monotonic: Callable[[], float]) -> None:
+        super().__init__(5.0, monotonic)
         self.told: list[str] = []
         self._next = anyio.Event()
+        self.looks = 0
+
+    def take_look(self) -> bool:
+        taken = super().take_look()
+        self.looks += taken
+        return taken
 
     def watched(self, watched: bool) -> None:
         super().watched(watched)
         self._tell("watched" if watched else "not watched")
 
-    def changed_on_disk(self) -> None:
-        super().changed_on_disk()
+    def changed(self, paths: Collection[Path]) -> None:
+        super().changed(paths)
         self._tell("changed")
 
     def _tell(self, what: str) -> None:
@@ -40,12 +49,22 @@ class ToldDaily(DailyLog):
         told, self._next = self._next, anyio.Event()
         told.set()
 
-    async def until_told(self, what: str) -> None:
-        """Until the watch tells ``what`` (again: what it told before is forgotten)."""
-        self.told.clear()
+    async def until_told(self, what: str, since: int = 0) -> None:
+        """Until the watch has told ``what`` since it had told ``since`` things."""
         with anyio.fail_after(PATIENCE):
-            while what not in self.told:
+            while what not in self.told[since:]:
                 await self._next.wait()
+
+
+def told_daily(directory: Path, monotonic: Callable[[], float] = time.monotonic) -> DailyLog:
+    daily = DailyLog(directory)
+    daily.hand_edits = ToldHandEdits(monotonic)
+    return daily
+
+
+def told(daily: DailyLog) -> ToldHandEdits:
+    assert isinstance(daily.hand_edits, ToldHandEdits)
+    return daily.hand_edits
 
 
 @asynccontextmanager
@@ -61,42 +80,78 @@ async def watching(daily: DailyLog) -> AsyncIterator[None]:
 async def test_the_watch_tells_of_a_hand_edit_in_the_directory_and_its_archive(
     tmp_path: Path,
 ) -> None:
-    daily = ToldDaily(tmp_path)
+    daily = told_daily(tmp_path)
+    edits = told(daily)
     daily.append(DAY, "tea with Anna")
     async with watching(daily):
-        await daily.until_told("watched")
+        await edits.until_told("watched")
+        seen = len(edits.told)
         with daily.path(DAY).open("a") as file:
             file.write("coffee with Bruno\n")  # by hand
-        await daily.until_told("changed")
+        await edits.until_told("changed", seen)
+        seen = len(edits.told)
         daily.archive_directory.mkdir()
-        await anyio.wait_all_tasks_blocked()
-        await daily.until_told("changed")
+        await edits.until_told("changed", seen)
+        seen = len(edits.told)
         daily.path(DAY, archived=True).write_text("an archived line\n")
-        await daily.until_told("changed")
-    assert daily.told[-1] == "not watched"  # the watch ended with the daemon
+        await edits.until_told("changed", seen)
+    assert edits.told[-1] == "not watched"  # the watch ended with the daemon
     assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
 
 
 @pytest.mark.asyncio
 async def test_a_daily_directory_made_after_the_start_is_watched(tmp_path: Path) -> None:
-    daily = ToldDaily(tmp_path / "daily")
+    daily = told_daily(tmp_path / "daily")
     async with watching(daily):
         await anyio.wait_all_tasks_blocked()
-        assert "watched" not in daily.told  # nothing to watch: a look every few seconds
+        assert "watched" not in told(daily).told  # nothing to watch: a look every few seconds
         daily.append(DAY, "tea with Anna")  # makes the directory
-        await daily.until_told("watched")
+        await told(daily).until_told("watched")
 
 
 @pytest.mark.asyncio
 async def test_a_replaced_daily_directory_is_watched_again(tmp_path: Path) -> None:
     directory = tmp_path / "daily"
-    daily = ToldDaily(directory)
+    daily = told_daily(directory)
+    edits = told(daily)
     daily.append(DAY, "tea with Anna")
     async with watching(daily):
-        await daily.until_told("watched")
+        await edits.until_told("watched")
+        seen = len(edits.told)
         directory.rename(tmp_path / "daily.old")
         directory.mkdir()  # (a restore from a backup, say)
-        await daily.until_told("watched")
-        assert "not watched" in daily.told
+        await edits.until_told("watched", seen)
+        assert "not watched" in edits.told[seen:]
+        seen = len(edits.told)
         (directory / f"{DAY.isoformat()}.md").write_text("coffee with Bruno\n")
-        await daily.until_told("changed")
+        await edits.until_told("changed", seen)
+
+
+@pytest.mark.asyncio
+async def test_the_daily_logs_own_appends_call_for_no_look_and_a_hand_edit_does(
+    tmp_path: Path,
+) -> None:
+    clock = [100.0]
+    daily = told_daily(tmp_path, monotonic=lambda: clock[0])
+    edits = told(daily)
+
+    def excerpts(query: str) -> list[str]:
+        return [hit.excerpt for hit in daily.search(query, since=None, limit=5)]
+
+    async with watching(daily):
+        await edits.until_told("watched")
+        assert excerpts("anna") == []  # the look due once the watch is set
+        looks = edits.looks
+        seen = len(edits.told)
+        daily.append(DAY, "tea with Anna")
+        await edits.until_told("changed", seen)
+        clock[0] += 60
+        assert excerpts("anna") == ["tea with Anna"]  # indexed as it was written
+        assert edits.looks == looks
+        seen = len(edits.told)
+        with daily.path(DAY).open("a") as file:
+            file.write("coffee with Bruno\n")  # by hand
+        await edits.until_told("changed", seen)
+        clock[0] += 60
+        assert excerpts("bruno") == ["coffee with Bruno"]
+        assert edits.looks == looks + 1

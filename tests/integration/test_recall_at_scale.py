@@ -122,28 +122,44 @@ def test_a_watched_daily_directory_is_looked_at_only_after_its_watch_saw_a_chang
     store: Store, tmp_path: Path
 ) -> None:
     """A look stats every file (14 ms of CPU at three years of notes): with the directory
-    watched, a recall after a pause does not pay it unless something changed."""
+    watched, a recall after a pause does not pay it unless a file changed, and the daily
+    log's own appends (indexed as it writes them) are no such change."""
     clock = [100.0]
     daily = DailyLog(
         tmp_path, index=StoreTextIndex(store), look_every=5.0, monotonic=lambda: clock[0]
     )
     daily.append(DAY, "tea with Anna")
-    daily.watched(True)  # set: what changed before it is looked for once
+    daily.hand_edits.watched(True)  # set: what changed before it is looked for once
     day_file = tmp_path / f"{DAY.isoformat()}.md"
     with day_file.open("a") as file:
         file.write("coffee with Bruno\n")  # by hand, before the watch was set
-    assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
+    assert excerpts(daily, "bruno") == ["coffee with Bruno"]
     with day_file.open("a") as file:
-        file.write("cake with Clara\n")  # by hand, and (here) unseen by the watch
+        file.write("cake with Clara\n")  # by hand, and (here) not told by the watch
     clock[0] = 200.0
-    assert daily.search("clara", since=None, limit=5) == []  # no look: nothing changed
-    daily.changed_on_disk()
-    assert [h.excerpt for h in daily.search("clara", since=None, limit=5)] == ["cake with Clara"]
+    assert excerpts(daily, "clara") == []  # no look: nothing changed that it knows of
+    daily.hand_edits.changed({day_file})
+    assert excerpts(daily, "clara") == ["cake with Clara"]
+
+    next_day = tmp_path / f"{(DAY + timedelta(days=1)).isoformat()}.md"
+    next_day.write_text("figs with Fritz\n")  # by hand, not told
+    daily.append(DAY, "eggs with Emil")
+    daily.hand_edits.changed({day_file})  # the append, as its own watch would tell it
+    clock[0] = 300.0
+    assert excerpts(daily, "emil") == ["eggs with Emil"]
+    assert excerpts(daily, "fritz") == []  # the append called for no look
+    daily.hand_edits.changed({next_day})
+    assert excerpts(daily, "fritz") == ["figs with Fritz"]
+
     with day_file.open("a") as file:
         file.write("dinner with Dora\n")
-    daily.watched(False)  # the watch ended: a look every few seconds again
-    clock[0] = 205.0
-    assert [h.excerpt for h in daily.search("dora", since=None, limit=5)] == ["dinner with Dora"]
+    daily.hand_edits.watched(False)  # the watch ended: a look every few seconds again
+    clock[0] = 305.0
+    assert excerpts(daily, "dora") == ["dinner with Dora"]
+
+
+def excerpts(daily: DailyLog, query: str) -> list[str]:
+    return [hit.excerpt for hit in daily.search(query, since=None, limit=5)]
 
 
 def memory_of(store: Store, daily: Path, *, monotonic: Any = None) -> Memory:
