@@ -13,6 +13,10 @@ Which entries exist can change while the daemon runs: a substrate directory or f
 after the start must be watched too. So the watch wakes up every ``recheck`` seconds even
 when nothing changed, and starts over on the new set of entries when it differs (the cache
 is dropped then, so the new entry's files are read).
+
+When the system refuses a watch (its limit on watches or on watchers, say), the daemon goes
+on: the cache is dropped every ``recheck`` seconds instead (so the next recall looks at
+every file's size and mtime), and the watch is tried again.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ async def watch_substrate(
     """Invalidate cached substrate files as they change, until ``stop`` is set."""
     roots = substrate.watch_roots()
     told = False  # said once that there is nothing to watch; quiet until that changes
+    refused = False  # said once that the system refused a watch; quiet until one is set
     lost: set[Path] = set()  # watched files deleted (or replaced): to read again once watched
     while not stop.is_set():
         if not roots:
@@ -53,9 +58,23 @@ async def watch_substrate(
             with anyio.move_on_after(recheck):
                 await stop.wait()
         else:
-            if not lost:  # (a file saved by rename is watched again without a word)
+            if not lost and not refused:  # (a file saved by rename is watched again quietly)
                 log.info("watching substrate", roots=[str(r) for r in roots])
-            lost = await _watch(substrate, roots, stop, on_change, recheck, lost)
+            try:
+                lost = await _watch(substrate, roots, stop, on_change, recheck, lost)
+                refused = False
+            except OSError as exc:  # e.g. the system's limit on watches: the daemon goes on
+                if not refused:
+                    log.warning(
+                        "cannot watch the substrate: it is read again every few seconds instead",
+                        roots=[str(r) for r in roots],
+                        error=str(exc),
+                    )
+                    refused = True
+                lost = set()
+                substrate.invalidate()  # the next recall looks at every file's size and mtime
+                with anyio.move_on_after(recheck):
+                    await stop.wait()
         found = substrate.watch_roots()
         if found != roots:
             roots = found

@@ -9,10 +9,13 @@ from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from datetime import date
 from pathlib import Path
+from typing import NoReturn
 
 import anyio
 import pytest
+import structlog
 
+from daemon.files import daily_watch
 from daemon.files.daily import DailyLog
 from daemon.files.daily_watch import watch_daily
 from daemon.files.hand_edits import HandEdits
@@ -49,10 +52,11 @@ class ToldHandEdits(HandEdits):
         told, self._next = self._next, anyio.Event()
         told.set()
 
-    async def until_told(self, what: str, since: int = 0) -> None:
-        """Until the watch has told ``what`` since it had told ``since`` things."""
+    async def until_told(self, what: str, since: int = 0, times: int = 1) -> None:
+        """Until the watch has told ``what`` (``times`` times) since it had told ``since``
+        things."""
         with anyio.fail_after(PATIENCE):
-            while what not in self.told[since:]:
+            while self.told[since:].count(what) < times:
                 await self._next.wait()
 
 
@@ -155,3 +159,33 @@ async def test_the_daily_logs_own_appends_call_for_no_look_and_a_hand_edit_does(
         clock[0] += 60
         assert excerpts("bruno") == ["coffee with Bruno"]
         assert edits.looks == looks + 1
+
+
+def refused_watch(*args: object, **kwargs: object) -> NoReturn:
+    """``awatch`` where the system refuses a watch, as watchfiles says so."""
+    raise OSError("OS file watch limit reached")
+
+
+@pytest.mark.asyncio
+async def test_a_refused_watch_is_told_once_and_the_looks_go_on_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(daily_watch, "awatch", refused_watch)
+    clock = [100.0]
+    daily = told_daily(tmp_path, monotonic=lambda: clock[0])
+    edits = told(daily)
+    daily.append(DAY, "tea with Anna")
+    with structlog.testing.capture_logs() as logs:
+        async with watching(daily):
+            await edits.until_told("not watched", times=3)  # tried again, and again
+            assert daily.search("anna", since=None, limit=5) != []
+            with daily.path(DAY).open("a") as file:
+                file.write("coffee with Bruno\n")  # by hand, and no watch to tell
+            clock[0] += 5
+            assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == [
+                "coffee with Bruno"
+            ]
+    told_once = [e for e in logs if e["event"].startswith("cannot watch the daily directory")]
+    assert [(e["log_level"], e["error"]) for e in told_once] == [
+        ("warning", "OS file watch limit reached")
+    ]

@@ -6,11 +6,13 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import anyio
 import pytest
 import structlog
 
+from daemon.files import watcher
 from daemon.files.substrate import Substrate
 from daemon.files.watcher import watch_substrate
 
@@ -213,3 +215,34 @@ async def test_a_file_entry_made_after_the_start_is_watched_from_then_on(tmp_pat
         assert await noticed.until_says(substrate, user, "figs")
         save_by_rename(user, "# User\nLikes coffee.\n")
         assert await noticed.until_says(substrate, user, "coffee")
+
+
+def refused_watch(*args: object, **kwargs: object) -> NoReturn:
+    """``awatch`` where the system refuses a watch, as watchfiles says so."""
+    raise OSError("OS file watch limit reached")
+
+
+@pytest.mark.asyncio
+async def test_a_refused_watch_leaves_the_daemon_running_and_the_substrate_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the system's limit on watches reached (other programs hold them), the watcher
+    raised, and the error stopped the daemon."""
+    monkeypatch.setattr(watcher, "awatch", refused_watch)
+    food = tmp_path / "food.md"
+    food.write_text("# Food\nSoup on Mondays.\n")
+    substrate = CountedSubstrate([tmp_path], enough=10)
+    assert "Soup" in substrate.read(food)
+    food.write_text("# Food\nStew on Mondays.\n")  # by hand, and no watch to tell
+    stop = anyio.Event()
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: watch_substrate(substrate, stop, recheck=0.01))
+            with anyio.fail_after(PATIENCE):
+                await substrate.looked_enough.wait()  # tried again, and again
+            assert "Stew" in substrate.read(food)
+            stop.set()
+    told = [e for e in logs if e["event"].startswith("cannot watch the substrate")]
+    assert [(e["log_level"], e["error"]) for e in told] == [
+        ("warning", "OS file watch limit reached")
+    ]
