@@ -80,6 +80,7 @@ IDLE = 1.0  # seconds before each of the after-idle recalls
 # interval between looks for hand-edited daily files, which it takes only after a change.
 PAUSE = HAND_EDITS_LOOK + 1.0
 PAUSED = 10
+KEEP_ALIVE = 5.0  # seconds the daemon keeps an idle connection open
 TODAY = date(2026, 11, 30)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -258,6 +259,8 @@ class Recalls:
         self.reconnect()
         for question in questions:
             time.sleep(idle)
+            if idle >= KEEP_ALIVE:
+                self.reconnect()  # (the server closed the idle connection; not timed)
             latencies.append(self.recall(question))
         return latencies
 

@@ -1,7 +1,6 @@
 """Tells the daily log when a file under its directory changes, so that a recall looks for
-files edited by hand only after something changed. A look stats every file and reads the
-index's signatures of them (14 ms of CPU in three years of notes, twice a warm recall's):
-without the watch, every recall after a few seconds' pause paid it.
+files edited by hand only after something changed (:mod:`daemon.files.hand_edits`):
+without the watch, every recall after a few seconds' pause paid a look at every file.
 
 The watch covers the directory and its archive. Until it is set (the directory does not
 exist yet) and after it ends (the directory was deleted or replaced, or the system refused
@@ -36,7 +35,7 @@ async def watch_daily(
                 told = False
                 continue
             except OSError as exc:  # e.g. the system's limit on watches
-                if not told:
+                if not told and not isinstance(exc, FileNotFoundError):  # (not: just gone)
                     log.warning(
                         "cannot watch the daily directory: looking for hand-edited files"
                         " every few seconds instead",

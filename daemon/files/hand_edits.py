@@ -36,7 +36,7 @@ class HandEdits:
     def take_look(self) -> bool:
         """Whether a look is due now; if so, it counts as taken (what changes while it
         runs calls for another)."""
-        if self._monotonic() < self._next_look or not (self._changed or not self._watched):
+        if self._monotonic() < self._next_look or (self._watched and not self._changed):
             return False
         self._changed = False
         self._next_look = self._monotonic() + self._look_every

@@ -64,7 +64,7 @@ async def watch_substrate(
                 lost = await _watch(substrate, roots, stop, on_change, recheck, lost)
                 refused = False
             except OSError as exc:  # e.g. the system's limit on watches: the daemon goes on
-                if not refused:
+                if not refused and not isinstance(exc, FileNotFoundError):  # (not: just gone)
                     log.warning(
                         "cannot watch the substrate: it is read again every few seconds instead",
                         roots=[str(r) for r in roots],
