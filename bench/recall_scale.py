@@ -20,7 +20,8 @@ At each size (10k, 100k and 1M lines), in this order, on the real daemon and CLI
   database); then 20 recalls each after a second of idling, beside a fixed memory walk
   timed back to back and after the same idling (what the machine itself charges for it);
   at the largest size, 10 more each after a pause longer than the daemon's interval between
-  looks for hand-edited daily files (a person's recall, between two others, comes so);
+  looks for hand-edited daily files (a person's recalls come so), alternately with 10 after
+  a second, each on a new connection (the server closes one idle for 5 s);
 - ``cambium memory recall`` as a whole process with the daemon up and with it down, and
   ``grep -rliE`` over the same daily files, for the same questions;
 - the daemon's RSS after those recalls; at the largest size, again after 40,000
@@ -80,7 +81,6 @@ IDLE = 1.0  # seconds before each of the after-idle recalls
 # interval between looks for hand-edited daily files, which it takes only after a change.
 PAUSE = HAND_EDITS_LOOK + 1.0
 PAUSED = 10
-KEEP_ALIVE = 5.0  # seconds the daemon keeps an idle connection open
 TODAY = date(2026, 11, 30)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -253,16 +253,27 @@ class Recalls:
             raws += [self.raw_fts(question) for question in block]
         return recalls, raws, cpu / len(questions) * 1000
 
-    def after_idle(self, questions: list[str], idle: float = IDLE) -> list[float]:
-        """Each question recalled after ``idle`` seconds of nothing."""
+    def after_idle(self, questions: list[str]) -> list[float]:
+        """Each question recalled after ``IDLE`` seconds of nothing."""
         latencies = []
         self.reconnect()
         for question in questions:
-            time.sleep(idle)
-            if idle >= KEEP_ALIVE:
-                self.reconnect()  # (the server closed the idle connection; not timed)
+            time.sleep(IDLE)
             latencies.append(self.recall(question))
         return latencies
+
+    def after_pauses(self, questions: list[str]) -> tuple[list[float], list[float]]:
+        """Pairs of questions, one recalled after ``PAUSE`` seconds of nothing, the other
+        after ``IDLE``, alternately, each on a new connection (the server closes one idle
+        for 5 s): (after the pause, after the idle second)."""
+        paused: list[float] = []
+        idle: list[float] = []
+        for first, second in zip(questions[::2], questions[1::2], strict=False):
+            for wait, latencies, question in ((PAUSE, paused, first), (IDLE, idle, second)):
+                time.sleep(wait)
+                self.reconnect()  # (not timed)
+                latencies.append(self.recall(question))
+        return paused, idle
 
     def reconnect(self) -> None:
         self.http.close()
@@ -340,7 +351,9 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             prepared = time.monotonic() - spawned
             latencies, raws, cpu_ms = recalls.blocks(questions[1:])
             idle = recalls.after_idle(questions[1:21])
-            paused = recalls.after_idle(questions[21 : 21 + PAUSED], PAUSE) if largest else []
+            paused, unpaused = (
+                recalls.after_pauses(questions[21 : 21 + 2 * PAUSED]) if largest else ([], [])
+            )
             walk, walk_idle = idle_penalty()
             online = commands(home, few)
             rss = home.rss_mb()
@@ -367,10 +380,15 @@ def measure(lines: int, corpus: Corpus, largest: bool) -> list[Figure]:
             *(
                 [
                     Figure(
-                        f"{at}: recall after a {PAUSE:.0f} s pause, p50",
+                        f"{at}: recall after a {PAUSE:.0f} s pause, new connection, p50",
                         statistics.median(paused),
                         "ms",
-                    )
+                    ),
+                    Figure(
+                        f"{at}: … after {IDLE:.0f} s, alternately with it",
+                        statistics.median(unpaused),
+                        "ms",
+                    ),
                 ]
                 if paused
                 else []
