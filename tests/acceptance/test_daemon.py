@@ -190,17 +190,17 @@ def test_the_daemon_watches_the_daily_files_and_sees_a_hand_edit(home: DaemonHom
         return any(word in hit["excerpt"].lower() for hit in hits)
 
     with running(home):
+        assert seen("anna")
+        with day_file.open("a") as f:
+            f.write("coffee with Bruno\n")  # by hand (it wakes the watch, if not set yet)
         deadline = time.monotonic() + PATIENCE
+        while not seen("bruno"):
+            assert time.monotonic() < deadline, "the hand edit never reached recall"
+            time.sleep(0.1)
         while (watching := _logged(home, "watching the daily files")) is None:
             assert time.monotonic() < deadline, "the daily directory was never watched"
             time.sleep(0.02)
         assert watching["directory"] == str(day_file.parent)
-        assert seen("anna")
-        with day_file.open("a") as f:
-            f.write("coffee with Bruno\n")  # by hand
-        while not seen("bruno"):
-            assert time.monotonic() < deadline + PATIENCE, "the hand edit never reached recall"
-            time.sleep(0.1)
 
 
 def test_invalid_config_exits_2_naming_the_key_and_leaves_no_socket(home: DaemonHome) -> None:

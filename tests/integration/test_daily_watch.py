@@ -75,7 +75,7 @@ def told(daily: DailyLog) -> ToldHandEdits:
 async def watching(daily: DailyLog) -> AsyncIterator[None]:
     stop = anyio.Event()
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: watch_daily(daily, stop, recheck=0.2))
+        tasks.start_soon(lambda: watch_daily(daily, stop, recheck=0.2, wake=0.2))
         yield
         stop.set()
 
