@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
@@ -66,3 +66,9 @@ def merge_half_done(daily: DailyLog, day: date, archived: str, claimed: str) -> 
     archive = daily.path(day, archived=True)
     (archive.parent / f".{day.isoformat()}.md.merge").write_text(f"{archive.stat().st_size}\n")
     return archive
+
+
+def refused_watch(*args: object, **kwargs: object) -> NoReturn:
+    """``watchfiles.awatch`` where the system refuses a watch (its limit on watches or on
+    watchers), as watchfiles says so."""
+    raise OSError("OS file watch limit reached")

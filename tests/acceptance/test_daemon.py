@@ -86,6 +86,15 @@ def test_the_daemon_runs_on_uvloop_and_says_so_when_ready(home: DaemonHome) -> N
     assert ready is not None and ready["loop"] == "uvloop"
 
 
+def _until_ready(home: DaemonHome, starts: int) -> None:
+    """Until the log says the daemon is ready for the ``starts``-th time: its rhythms'
+    catch-up is done (``running`` kills it at the end of its block)."""
+    deadline = time.monotonic() + PATIENCE
+    while home.log_text().count('"event": "ready"') < starts:
+        assert time.monotonic() < deadline, f"not ready:\n{home.log_text()}"
+        time.sleep(0.01)
+
+
 def _logged(home: DaemonHome, event: str) -> dict[str, object] | None:
     entries = (json.loads(line) for line in home.log_text().splitlines() if line.startswith("{"))
     return next((dict(entry) for entry in entries if entry.get("event") == event), None)
@@ -292,6 +301,7 @@ def test_a_daemon_down_over_the_nightly_slot_fires_it_once_at_start(home: Daemon
         return [(r[0], r[1]) for r in rows]
 
     with running(home):
+        _until_ready(home, 1)  # (the socket answers while the start catches up)
         health = home.get("/v1/health").json()
         slot = latest_slot(consolidation, first, now)
         assert slot is not None
@@ -303,6 +313,6 @@ def test_a_daemon_down_over_the_nightly_slot_fires_it_once_at_start(home: Daemon
     next_fire = datetime.fromisoformat(health["rhythms"]["consolidation"].replace("Z", "+00:00"))
     assert next_fire.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") == "03:00"
     with running(home):
-        pass
+        _until_ready(home, 2)
     assert len(fired()) == 1, "a second restart does not fire the slot again"
     engine.dispose()

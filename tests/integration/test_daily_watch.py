@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from datetime import date
 from pathlib import Path
-from typing import NoReturn
 
 import anyio
 import pytest
 import structlog
+from support import refused_watch
 
 from daemon.files import daily_watch
 from daemon.files.daily import DailyLog
@@ -52,6 +52,12 @@ class ToldHandEdits(HandEdits):
         told, self._next = self._next, anyio.Event()
         told.set()
 
+    async def after(self, change: Callable[[], object], what: str) -> None:
+        """Make ``change``, then wait until the watch tells ``what`` of it."""
+        seen = len(self.told)
+        change()
+        await self.until_told(what, seen)
+
     async def until_told(self, what: str, since: int = 0, times: int = 1) -> None:
         """Until the watch has told ``what`` (``times`` times) since it had told ``since``
         things."""
@@ -69,6 +75,11 @@ def told_daily(directory: Path, monotonic: Callable[[], float] = time.monotonic)
 def told(daily: DailyLog) -> ToldHandEdits:
     assert isinstance(daily.hand_edits, ToldHandEdits)
     return daily.hand_edits
+
+
+def append_by_hand(daily: DailyLog, line: str) -> None:
+    with daily.path(DAY).open("a") as file:
+        file.write(line + "\n")
 
 
 @asynccontextmanager
@@ -89,16 +100,10 @@ async def test_the_watch_tells_of_a_hand_edit_in_the_directory_and_its_archive(
     daily.append(DAY, "tea with Anna")
     async with watching(daily):
         await edits.until_told("watched")
-        seen = len(edits.told)
-        with daily.path(DAY).open("a") as file:
-            file.write("coffee with Bruno\n")  # by hand
-        await edits.until_told("changed", seen)
-        seen = len(edits.told)
-        daily.archive_directory.mkdir()
-        await edits.until_told("changed", seen)
-        seen = len(edits.told)
-        daily.path(DAY, archived=True).write_text("an archived line\n")
-        await edits.until_told("changed", seen)
+        await edits.after(lambda: append_by_hand(daily, "coffee with Bruno"), "changed")
+        await edits.after(daily.archive_directory.mkdir, "changed")
+        archived = daily.path(DAY, archived=True)
+        await edits.after(lambda: archived.write_text("an archived line\n"), "changed")
     assert edits.told[-1] == "not watched"  # the watch ended with the daemon
     assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == ["coffee with Bruno"]
 
@@ -121,14 +126,14 @@ async def test_a_replaced_daily_directory_is_watched_again(tmp_path: Path) -> No
     daily.append(DAY, "tea with Anna")
     async with watching(daily):
         await edits.until_told("watched")
-        seen = len(edits.told)
-        directory.rename(tmp_path / "daily.old")
-        directory.mkdir()  # (a restore from a backup, say)
-        await edits.until_told("watched", seen)
-        assert "not watched" in edits.told[seen:]
-        seen = len(edits.told)
-        (directory / f"{DAY.isoformat()}.md").write_text("coffee with Bruno\n")
-        await edits.until_told("changed", seen)
+
+        def restore_from_a_backup() -> None:
+            directory.rename(tmp_path / "daily.old")
+            directory.mkdir()
+
+        await edits.after(restore_from_a_backup, "watched")
+        assert edits.told[-2:] == ["not watched", "watched"]
+        await edits.after(lambda: append_by_hand(daily, "coffee with Bruno"), "changed")
 
 
 @pytest.mark.asyncio
@@ -146,24 +151,14 @@ async def test_the_daily_logs_own_appends_call_for_no_look_and_a_hand_edit_does(
         await edits.until_told("watched")
         assert excerpts("anna") == []  # the look due once the watch is set
         looks = edits.looks
-        seen = len(edits.told)
-        daily.append(DAY, "tea with Anna")
-        await edits.until_told("changed", seen)
+        await edits.after(lambda: daily.append(DAY, "tea with Anna"), "changed")
         clock[0] += 60
         assert excerpts("anna") == ["tea with Anna"]  # indexed as it was written
         assert edits.looks == looks
-        seen = len(edits.told)
-        with daily.path(DAY).open("a") as file:
-            file.write("coffee with Bruno\n")  # by hand
-        await edits.until_told("changed", seen)
+        await edits.after(lambda: append_by_hand(daily, "coffee with Bruno"), "changed")
         clock[0] += 60
         assert excerpts("bruno") == ["coffee with Bruno"]
         assert edits.looks == looks + 1
-
-
-def refused_watch(*args: object, **kwargs: object) -> NoReturn:
-    """``awatch`` where the system refuses a watch, as watchfiles says so."""
-    raise OSError("OS file watch limit reached")
 
 
 @pytest.mark.asyncio
@@ -179,8 +174,7 @@ async def test_a_refused_watch_is_told_once_and_the_looks_go_on_every_few_second
         async with watching(daily):
             await edits.until_told("not watched", times=3)  # tried again, and again
             assert daily.search("anna", since=None, limit=5) != []
-            with daily.path(DAY).open("a") as file:
-                file.write("coffee with Bruno\n")  # by hand, and no watch to tell
+            append_by_hand(daily, "coffee with Bruno")  # and no watch to tell
             clock[0] += 5
             assert [h.excerpt for h in daily.search("bruno", since=None, limit=5)] == [
                 "coffee with Bruno"

@@ -6,11 +6,11 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import NoReturn
 
 import anyio
 import pytest
 import structlog
+from support import refused_watch
 
 from daemon.files import watcher
 from daemon.files.substrate import Substrate
@@ -215,11 +215,6 @@ async def test_a_file_entry_made_after_the_start_is_watched_from_then_on(tmp_pat
         assert await noticed.until_says(substrate, user, "figs")
         save_by_rename(user, "# User\nLikes coffee.\n")
         assert await noticed.until_says(substrate, user, "coffee")
-
-
-def refused_watch(*args: object, **kwargs: object) -> NoReturn:
-    """``awatch`` where the system refuses a watch, as watchfiles says so."""
-    raise OSError("OS file watch limit reached")
 
 
 @pytest.mark.asyncio
