@@ -1,7 +1,7 @@
 """When a recall looks for daily files edited by hand.
 
-A look stats every daily file and reads the index's signatures of them (14 ms of CPU in
-three years of notes, about a warm recall's cost again). What the daemon writes, it
+A look stats every daily file and reads the index's signatures of them (11 ms of CPU in
+three years of notes, most of a warm recall's cost again). What the daemon writes, it
 indexes as it writes; only a person's edits need a look. So a look is taken at most every
 ``look_every`` seconds, and while the directory is watched
 (:func:`daemon.files.daily_watch.watch_daily`) only after the watch saw a file change that

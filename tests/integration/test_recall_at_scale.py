@@ -121,7 +121,7 @@ def test_the_daemon_looks_for_hand_edited_daily_files_every_few_seconds(
 def test_a_watched_daily_directory_is_looked_at_only_after_its_watch_saw_a_change(
     store: Store, tmp_path: Path
 ) -> None:
-    """A look stats every file (14 ms of CPU at three years of notes): with the directory
+    """A look stats every file (11 ms of CPU at three years of notes): with the directory
     watched, a recall after a pause does not pay it unless a file changed, and the daily
     log's own appends (indexed as it writes them) are no such change."""
     clock = [100.0]
