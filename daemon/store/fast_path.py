@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from daemon.core.json_text import json_text
 from daemon.core.signal import Signal
+from daemon.store.recent_marks import mirror_of
 from daemon.store.signal_rows import WRITTEN_COLUMNS, signals
 from daemon.store.tables import UTCDateTime
 
@@ -154,12 +155,16 @@ class Raw:
     @contextmanager
     def savepoint(self, name: str) -> Iterator[None]:
         """Undo everything written inside on an exception (which goes on), keep it else."""
+        mirror = mirror_of(self.connection) if self.sqlite else None
+        undo_to = 0 if mirror is None else mirror.savepoint()
         self.execute(f"SAVEPOINT {name}").close()
         try:
             yield
         except BaseException:
             self.execute(f"ROLLBACK TO SAVEPOINT {name}").close()
             self.execute(f"RELEASE SAVEPOINT {name}").close()
+            if mirror is not None:
+                mirror.rollback_to(undo_to)
             raise
         self.execute(f"RELEASE SAVEPOINT {name}").close()
 

@@ -15,6 +15,8 @@ from sqlalchemy.engine import Connection
 from daemon.core.likeness import normalize_text
 from daemon.core.records import CURRENT_MARK_STATES, Mark
 from daemon.store.fast_path import Encoding, Raw, memo
+from daemon.store.recent_marks import COUNT as MIRRORED
+from daemon.store.recent_marks import mirror_of
 from daemon.store.tables import MarkTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
@@ -33,9 +35,9 @@ _OLDEST_WITH_FINGERPRINT = (
     f" AND state IN ({_CURRENT}) ORDER BY first_observed_at, id LIMIT 1"
 )
 _RECENT = (
-    "SELECT id, observation, first_observed_at FROM memory_marks"
+    "SELECT last_reinforced_at, id, observation, first_observed_at FROM memory_marks"
     f" WHERE workspace_id = ? AND subject = ? AND state IN ({_CURRENT})"
-    " ORDER BY last_reinforced_at DESC LIMIT ?"
+    " ORDER BY last_reinforced_at DESC, id DESC LIMIT ?"
 )
 
 
@@ -72,9 +74,14 @@ def recent_texts(
     connection: Connection, workspace: str, subject: str, count: int
 ) -> list[tuple[str, str]]:
     """(id, text) of the subject's ``count`` most recently reinforced current marks, oldest
-    first."""
-    cursor = Raw(connection).execute(_RECENT, (workspace, subject, count))
-    rows = cursor.fetchall()
-    cursor.close()
-    rows.sort(key=lambda row: (row[2], row[0]))
-    return [(row[0], row[1]) for row in rows]
+    first: from the writer's mirror (:mod:`daemon.store.recent_marks`) when it knows them."""
+    mirror = mirror_of(connection) if count == MIRRORED else None
+    key = (workspace, subject)
+    rows = None if mirror is None else mirror.get(key)
+    if rows is None:
+        cursor = Raw(connection).execute(_RECENT, (workspace, subject, count))
+        rows = tuple(cursor.fetchall())
+        cursor.close()
+        if mirror is not None:
+            mirror.read(key, rows)
+    return [(row[1], row[2]) for row in sorted(rows, key=lambda row: (row[3], row[1]))]

@@ -38,6 +38,7 @@ import structlog
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from daemon.store import recent_marks
 from daemon.store.errors import WriterClosed
 from daemon.store.fast_path import Raw
 
@@ -134,10 +135,15 @@ def _transaction(connection: Connection, durable: bool) -> Iterator[None]:
             yield
         return
     raw = Raw(connection)
+    mirror = recent_marks.install(raw.driver, connection.connection.info)
     raw.execute("BEGIN IMMEDIATE").close()
+    if mirror is not None:
+        mirror.begin(recent_marks.data_version(raw.driver))
     try:
         yield
     except BaseException:
+        if mirror is not None:
+            mirror.rollback()
         if connection.in_transaction():
             connection.rollback()
         elif raw.driver.in_transaction:
@@ -147,6 +153,8 @@ def _transaction(connection: Connection, durable: bool) -> Iterator[None]:
         connection.commit()
     else:
         raw.execute("COMMIT").close()
+    if mirror is not None:
+        mirror.commit()
 
 
 class Writer:

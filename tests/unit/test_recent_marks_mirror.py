@@ -1,0 +1,35 @@
+"""The mirror of the subjects' recent marks, without a store: what a change it did not see
+begin does to it."""
+
+from __future__ import annotations
+
+from daemon.store.recent_marks import RecentMarks
+
+KEY = ("w", "user.food")
+ROW = ("2026-04-11 10:00:00.000000", "mk_a", "likes soup", "2026-04-11 10:00:00.000000")
+
+
+def mirrored() -> RecentMarks:
+    mirror = RecentMarks()
+    mirror.begin(data_version=1)
+    mirror.read(KEY, (ROW,))
+    mirror.commit()
+    return mirror
+
+
+def test_a_change_in_a_transaction_the_writer_did_not_begin_empties_the_mirror() -> None:
+    mirror = mirrored()
+    # The pool lent the writer's connection to another transaction, whose trigger calls
+    # arrive outside the writer's begin and commit.
+    mirror.inserted("w", "user.food", "mk_b", "active", ROW[0], "likes bread", ROW[3])
+    mirror.begin(data_version=1)
+    assert mirror.get(KEY) is None
+
+
+def test_a_commit_by_another_connection_empties_the_mirror() -> None:
+    mirror = mirrored()
+    mirror.begin(data_version=1)
+    assert mirror.get(KEY) == (ROW,)
+    mirror.rollback()
+    mirror.begin(data_version=2)
+    assert mirror.get(KEY) is None
