@@ -183,11 +183,14 @@ def erase_copies(tx: Tx, signal: Signal, forgetting: Forgetting) -> int:
     signal payloads this forget has erased in all."""
     tombstone_id = derived_id("tb", signal.id)
     linked = forgetting.linked - {signal.id}
+    kept = _evidence_of_kept_marks(tx, signal.workspace_id, forgetting) - linked
     found = tx.signals.payloads(signal.workspace_id, TEXT_CARRYING_TYPES, sorted(linked))
     carriers = [
         signal_id
         for signal_id, payload in found
-        if signal_id != signal.id and _carries_it(forgetting, signal_id in linked, payload)
+        if signal_id != signal.id
+        and signal_id not in kept
+        and _carries_it(forgetting, signal_id in linked, payload)
     ]
     tx.signals.replace_payloads(carriers, erased_payload(tombstone_id))
     seeds = [
@@ -200,6 +203,22 @@ def erase_copies(tx: Tx, signal: Signal, forgetting: Forgetting) -> int:
     tx.signals.redact_failures(lambda value: redacted(value, forgetting.texts, marker))
     earlier = sum(1 for i, p in found if i not in carriers and p == erased_payload(tombstone_id))
     return earlier + len(carriers)
+
+
+def _evidence_of_kept_marks(tx: Tx, workspace: str, forgetting: Forgetting) -> set[str]:
+    """The signals that made or reinforced the marks this forget leaves under its marks'
+    subjects. Forgetting "likes lentil soup" leaves "likes lentil soup a lot" (another mark
+    of the subject, say), and the payload that said so with it, though it holds the words."""
+    left = [
+        mark
+        for subject in forgetting.subjects
+        for mark in tx.marks.find(workspace, subject, MARK_STATES)
+        if mark.subject == subject and mark.state != "forgotten" and mark.id not in forgetting.ids
+    ]
+    evidence = [mark.evidence for mark in left]
+    for boosts in tx.marks.reinforcements_of([mark.id for mark in left]).values():
+        evidence += [boost.evidence for boost in boosts]
+    return {i for e in evidence for i in e.get("signal_ids", [])}
 
 
 def _carries_it(forgetting: Forgetting, linked: bool, payload: dict[str, Any]) -> bool:

@@ -292,6 +292,26 @@ async def test_forget_one_mark_takes_its_corrections_with_it(store: Store, tmp_p
 
 
 @pytest.mark.asyncio
+async def test_forgetting_a_mark_keeps_what_made_another_that_repeats_its_words(
+    store: Store, tmp_path: Path
+) -> None:
+    async with bus_for(store) as bus:
+        forgotten = await observe(bus, store, "user.food.lunch", "likes lentil soup")
+        kept = await observe(bus, store, "user.food.lunch", "likes lentil soup a lot")
+        forget = make_signal("memory.forget", {"mark_id": forgotten.id, "reason": "wrong"})
+        assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
+    [tombstone] = store.read_sync(lambda tx: tx.tombstones.listing("default"))
+    assert (tombstone.marks_erased, tombstone.signals_erased) == (1, 1)
+    [made_it] = kept.evidence["signal_ids"]
+    stored = store.read_sync(lambda tx: tx.signals.get(made_it))
+    assert stored is not None
+    assert stored.signal.payload["observation"] == "likes lentil soup a lot"
+    assert [m["observation"] for m in recalled(store, tmp_path, "user.food")] == [
+        "likes lentil soup a lot"
+    ]
+
+
+@pytest.mark.asyncio
 async def test_free_text_no_longer_finds_a_forgotten_mark(store: Store, tmp_path: Path) -> None:
     """The daemon's in-memory text index drops what was forgotten: the same long-lived
     layers that found the mark by a word of its text find nothing afterwards, even when
