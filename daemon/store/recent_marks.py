@@ -21,14 +21,18 @@ SQLite only: on PostgreSQL other daemons of a fleet write the same marks.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
+import structlog
 from sqlalchemy.engine import Connection
 
 from daemon.core.records import CURRENT_MARK_STATES
 
 # One subject's marks, most recently reinforced first: (last_reinforced_at, id, text,
 # first_observed_at), instants as the store keeps them (their text sorts as they do).
+log = structlog.get_logger("cambium.store")
+
 Recent = tuple[tuple[str, str, str, str], ...]
 Key = tuple[str, str]  # (workspace, subject)
 
@@ -106,6 +110,11 @@ class RecentMarks:
         self._staged.clear()
         self._undo.clear()
         self._open = False
+
+    def reset(self) -> None:
+        """Forget everything, and stay out of the transaction under way."""
+        self._committed.clear()
+        self.rollback()
 
     def savepoint(self) -> int:
         return len(self._undo)
@@ -194,13 +203,27 @@ def install(driver: Any, info: dict[str, Any]) -> RecentMarks | None:
     if not tables:
         return None
     mirror = RecentMarks()
-    driver.create_function("cambium_recent_inserted", 7, mirror.inserted)
-    driver.create_function("cambium_recent_updated", 11, mirror.updated)
-    driver.create_function("cambium_recent_deleted", 2, mirror.deleted)
+    driver.create_function("cambium_recent_inserted", 7, _never_failing(mirror, mirror.inserted))
+    driver.create_function("cambium_recent_updated", 11, _never_failing(mirror, mirror.updated))
+    driver.create_function("cambium_recent_deleted", 2, _never_failing(mirror, mirror.deleted))
     for trigger in _TRIGGERS:
         driver.execute(trigger)
     info[_INFO_KEY] = mirror
     return mirror
+
+
+def _never_failing(mirror: RecentMarks, call: Callable[..., None]) -> Callable[..., None]:
+    """A trigger's call into the mirror. Raising there would fail the write that fired it:
+    a fault of the mirror empties it instead, and the store is read."""
+
+    def safely(*row: Any) -> None:
+        try:
+            call(*row)
+        except Exception:
+            log.exception("the recent marks' mirror failed; it starts again empty")
+            mirror.reset()
+
+    return safely
 
 
 def data_version(driver: Any) -> int:

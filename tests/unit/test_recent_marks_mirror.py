@@ -3,7 +3,10 @@ begin does to it."""
 
 from __future__ import annotations
 
-from daemon.store.recent_marks import RecentMarks
+import sqlite3
+from pathlib import Path
+
+from daemon.store.recent_marks import RecentMarks, install
 
 KEY = ("w", "user.food")
 ROW = ("2026-04-11 10:00:00.000000", "mk_a", "likes soup", "2026-04-11 10:00:00.000000")
@@ -32,4 +35,24 @@ def test_a_commit_by_another_connection_empties_the_mirror() -> None:
     assert mirror.get(KEY) == (ROW,)
     mirror.rollback()
     mirror.begin(data_version=2)
+    assert mirror.get(KEY) is None
+
+
+def test_a_fault_of_the_mirror_fails_no_write_and_empties_it(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / "marks.db", isolation_level=None)
+    connection.execute(
+        "CREATE TABLE memory_marks (id TEXT PRIMARY KEY, workspace_id TEXT, subject TEXT,"
+        " state TEXT, last_reinforced_at TEXT, observation TEXT, first_observed_at TEXT)"
+    )
+    mirror = install(connection, {})
+    assert mirror is not None
+    mirror.begin(data_version=1)
+    mirror.read(KEY, (ROW,))
+    mirror.commit()
+    mirror.begin(data_version=1)
+    # A mark whose instant the mirror cannot order beside the others (None against text):
+    connection.execute(
+        "INSERT INTO memory_marks VALUES ('mk_b', 'w', 'user.food', 'active', NULL, 'x', NULL)"
+    )
+    assert connection.execute("SELECT count(*) FROM memory_marks").fetchone() == (1,)
     assert mirror.get(KEY) is None
