@@ -181,19 +181,22 @@ class DailyLog:
 
     def evidence(self, daily_file: str, line_range: tuple[int, int]) -> DailyHit | None:
         """The lines a mark's evidence points at: ``daily_file`` is ``YYYY-MM-DD.md``, found
-        live or else archived. ``None`` if neither file holds that range."""
+        archived, else live (consolidation numbers lines as the archive does; a day noted
+        again after it was archived has a live file numbered from 1 again, holding other
+        lines under the same numbers). ``None`` if neither holds that range."""
         if not daily_file.endswith(SUFFIX):
             raise InvalidDay(f"invalid daily file {daily_file!r}: expected YYYY-MM-DD{SUFFIX}")
         day = parse_day(daily_file.removesuffix(SUFFIX))
+        return self.lines(day, True, line_range) or self.lines(day, False, line_range)
+
+    def lines(self, day: date, archived: bool, line_range: tuple[int, int]) -> DailyHit | None:
+        """Lines ``line_range`` of the day's archive (with its claim) or live file, if held."""
         start, end = line_range
         if not 1 <= start <= end:
             return None
-        for archived in (False, True):
-            data = self._bytes(day, archived)  # split only up to the range (recall: 10 files)
-            lines = None if data is None else lines_between(data, start, end)
-            if lines is not None:
-                return DailyHit(day.isoformat(), "\n".join(lines), (start, end))
-        return None
+        if (found := lines_between(self.numbered_bytes(day, archived), start, end)) is None:
+            return None
+        return DailyHit(day.isoformat(), "\n".join(found), (start, end), archived)
 
     # -- writing -------------------------------------------------------------------------
 

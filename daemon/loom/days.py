@@ -9,6 +9,7 @@ from typing import Any
 
 from daemon.core.days import InvalidDay, parse_day
 from daemon.files.daily import SUFFIX, DailyLog
+from daemon.search.daily import DailyHit
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,10 @@ def day_lists(daily: DailyLog) -> tuple[list[date], list[date]]:
 
 
 def day_files(daily: DailyLog, day: date) -> list[DayPage]:
-    """The day's live file first (evidence is looked up there first), then its archive."""
+    """The day's archive first (evidence is looked up there first, see
+    :meth:`DailyLog.evidence`), then its live file."""
     files = []
-    for archived, anchor in ((False, "L"), (True, "A")):
+    for archived, anchor in ((True, "A"), (False, "L")):
         lines = daily.read(day, archived=archived)
         if lines is not None:
             files.append(DayPage(archived, lines, anchor))
@@ -62,12 +64,7 @@ def evidence_lines(daily: DailyLog, evidence: dict[str, Any]) -> EvidenceLines |
     return EvidenceLines(day.isoformat(), span, lines, located.anchor)
 
 
-def anchor_of(daily: DailyLog, day: str, line_range: tuple[int, int]) -> str:
+def anchor_of(hit: DailyHit) -> str:
     """The anchor of the day page's row that shows a recalled excerpt's first line
-    (``L2`` in the live file, ``A2`` in the archive)."""
-    try:
-        files = day_files(daily, parse_day(day))
-    except InvalidDay:
-        return ""
-    located = locate(files, line_range)
-    return f"{located.anchor if located else 'L'}{line_range[0]}"
+    (``A2`` in the archive, ``L2`` in the live file)."""
+    return f"{'A' if hit.archived else 'L'}{hit.line_range[0]}"

@@ -16,11 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
-from daemon.files.daily import DailyLog
 from daemon.loom.days import anchor_of
 from daemon.loom.pages import PREFIX, BadField, Pages, text_field
 from daemon.schema.recall import DEFAULT_CHARS, RecallQuery
-from daemon.search.daily import DailyHit
 from daemon.services import context
 from daemon.services.recall import recall
 
@@ -45,18 +43,13 @@ async def search_page(request: Request, loom: Pages) -> HTMLResponse:
         return loom.error(422, "Bad search", f"q: {exc.errors()[0]['msg']}")
     memory = loom.services.memory
     result = await anyio.to_thread.run_sync(recall, query, memory, loom.services.clock())
-    anchors = await anyio.to_thread.run_sync(_anchors, memory.daily, result.daily)
     return loom.page(
         "search.html",
         q=words,
         result=result,
-        anchors=anchors,
+        anchors=[anchor_of(hit) for hit in result.daily],
         block=context.render(result.to_json(), words, DEFAULT_CHARS),
     )
-
-
-def _anchors(daily: DailyLog, hits: list[DailyHit]) -> list[str]:
-    return [anchor_of(daily, hit.date, hit.line_range) for hit in hits]
 
 
 @router.get("/week")

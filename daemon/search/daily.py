@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
@@ -82,6 +82,38 @@ class DailyHit:
     date: str  # YYYY-MM-DD
     excerpt: str
     line_range: tuple[int, int]  # 1-indexed, inclusive
+    # Numbered as the archive numbers the day (its archive and claim), or as its live file:
+    # a day archived and then noted again has both, each from line 1.
+    archived: bool
+
+
+def joined(
+    hits: Sequence[DailyHit], lines: Callable[[DailyHit, tuple[int, int]], DailyHit | None]
+) -> list[DailyHit]:
+    """Each of a file's lines shown once: a hit sharing lines with hits before it in the same
+    file (a mark's cited line inside a search's window, say) joins them where the first
+    stood, its lines read again by ``lines`` (the hit's day and file, the joined range)."""
+    kept: list[DailyHit] = []
+    for hit in hits:
+        start, end = hit.line_range
+        shared = [
+            k
+            for k in kept
+            if (k.date, k.archived) == (hit.date, hit.archived)
+            and k.line_range[0] <= end
+            and start <= k.line_range[1]
+        ]
+        if not shared:
+            kept.append(hit)
+            continue
+        span = (
+            min(start, *(k.line_range[0] for k in shared)),
+            max(end, *(k.line_range[1] for k in shared)),
+        )
+        at = kept.index(shared[0])
+        kept[at] = shared[0] if span == shared[0].line_range else lines(hit, span) or shared[0]
+        kept = [k for k in kept if k not in shared[1:]]
+    return kept
 
 
 # Where a line lives: its day, whether it is numbered as the archive numbers it, and its
@@ -140,7 +172,12 @@ class DailyIndex:
         for span in _spans(ranked, limit):
             shown = lines_between(lines(span.day, span.archived), span.start, span.end)
             hits.append(
-                DailyHit(span.day.isoformat(), "\n".join(shown or ()), (span.start, span.end))
+                DailyHit(
+                    span.day.isoformat(),
+                    "\n".join(shown or ()),
+                    (span.start, span.end),
+                    span.archived,
+                )
             )
         return hits
 

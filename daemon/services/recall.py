@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -37,7 +37,7 @@ from daemon.files.compost import Compost, CompostHit
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
 from daemon.schema.recall import RecallQuery, horizon_start
-from daemon.search.daily import DailyHit
+from daemon.search.daily import DailyHit, joined
 from daemon.search.memory_index import MemoryTextIndex
 from daemon.services.mark_search import MarkSearch
 from daemon.store import Store, StoreTextIndex, Tx
@@ -336,7 +336,7 @@ def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
     daily: list[DailyHit] = []
     if "daily" in layers:
         evidence = [hit for h in marks if (hit := _evidence(memory.daily, h.mark)) is not None]
-        daily = _unique(evidence + found_daily, key=_lines)
+        daily = joined(evidence + found_daily, partial(_lines_of, memory.daily))
     return RecallResult(
         substrate=substrate,
         marks=marks,
@@ -405,8 +405,8 @@ def _file(hit: SubstrateHit) -> str:
     return hit.file
 
 
-def _lines(hit: DailyHit) -> tuple[str, tuple[int, int]]:
-    return hit.date, hit.line_range
+def _lines_of(daily: DailyLog, hit: DailyHit, span: tuple[int, int]) -> DailyHit | None:
+    return daily.lines(date.fromisoformat(hit.date), hit.archived, span)
 
 
 def _unique(hits: list[T], key: Callable[[T], Hashable]) -> list[T]:

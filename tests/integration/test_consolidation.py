@@ -109,6 +109,29 @@ async def test_three_obs_lines_become_three_marks_and_the_day_is_archived(
 
 
 @pytest.mark.asyncio
+async def test_recall_shows_a_marks_own_line_once_after_its_day_was_noted_again(
+    store: Store, tmp_path: Path
+) -> None:
+    daily = DailyLog(tmp_path / "daily")
+    lunch = [
+        "Had lunch with Bea, who recommends the ramen place",
+        "OBS subject=user.food likes ramen",
+    ]
+    write_day(tmp_path / "daily", DAY, lunch)
+    async with SignalBus(store, [receptor(store, daily)], clock=clock) as bus:
+        assert await emit_and_settle(bus, consolidate({"date": "2026-04-11"})) == {
+            "consolidation": "delivered"
+        }
+    # A line for the day written after it was archived: a live file numbered from 1 again.
+    daily.append(DAY, "went for a run")
+    daily.append(DAY, "called mum")
+    memory = Memory(store, Substrate([]), daily, Compost(tmp_path / "compost"), "default", BERLIN)
+    result = recall(RecallQuery(about="ramen"), memory, T0)
+    # The mark's line (archived line 2), within the search's hit (lines 1-2), shown once.
+    assert [(h.line_range, h.excerpt.splitlines()) for h in result.daily] == [((1, 2), lunch)]
+
+
+@pytest.mark.asyncio
 async def test_a_crash_between_marks_and_archive_is_retried_without_duplicates(
     store: Store, tmp_path: Path
 ) -> None:

@@ -652,13 +652,26 @@ def test_evidence_finds_lines_live_or_archived(directory: Path, daily: DailyLog)
     write(directory / "2026-04-11.md", "woke up\ncooked vegetables\nslept\n")
     write(directory / "archive" / "2026-04-10.md", "a\nb\nc\nd\n")
     assert daily.evidence("2026-04-11.md", (2, 3)) == DailyHit(
-        "2026-04-11", "cooked vegetables\nslept", (2, 3)
+        "2026-04-11", "cooked vegetables\nslept", (2, 3), archived=False
     )
-    assert daily.evidence("2026-04-10.md", (4, 4)) == DailyHit("2026-04-10", "d", (4, 4))
-    assert daily.evidence("2026-04-10.md", (1, 1)) == DailyHit("2026-04-10", "a", (1, 1))
+    assert daily.evidence("2026-04-10.md", (4, 4)) == DailyHit("2026-04-10", "d", (4, 4), True)
+    assert daily.evidence("2026-04-10.md", (1, 1)) == DailyHit("2026-04-10", "a", (1, 1), True)
     assert daily.evidence("2026-04-10.md", (4, 5)) is None
     assert daily.evidence("2026-04-10.md", (0, 1)) is None
     assert daily.evidence("2026-04-09.md", (1, 1)) is None
+
+
+def test_evidence_of_a_day_noted_again_after_its_archive_is_the_archives(
+    directory: Path, daily: DailyLog
+) -> None:
+    """Consolidation numbers a mark's lines as the archive does; a line for the day written
+    after it was archived starts a live file numbered from 1 again."""
+    write(directory / "archive" / "2026-04-10.md", "had lunch with Bea\nOBS likes ramen\n")
+    write(directory / "2026-04-10.md", "went for a run\ncalled mum\n")
+    assert daily.evidence("2026-04-10.md", (2, 2)) == DailyHit(
+        "2026-04-10", "OBS likes ramen", (2, 2), archived=True
+    )
+    assert daily.evidence("2026-04-10.md", (3, 3)) is None
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "2026-04-11", "2026-02-30.md", "x.md"])
@@ -688,8 +701,9 @@ def test_adjacent_matching_lines_merge_into_one_hit(directory: Path, daily: Dail
             "2026-04-11",
             "Arnold cooked vegetables at 180C.\nVegetable timing: twenty minutes.",
             (2, 3),
+            archived=False,
         ),
-        DailyHit("2026-04-11", "Bought more vegetables.", (5, 5)),
+        DailyHit("2026-04-11", "Bought more vegetables.", (5, 5), archived=False),
     ]
 
 

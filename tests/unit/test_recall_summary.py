@@ -43,7 +43,7 @@ def mark_hit(mark_id: str, subject: str, observation: str) -> MarkHit:
 RESULT = RecallResult(
     substrate=[],
     marks=[mark_hit("mk_arnold", "people.arnold.home", "Arnold is moving to Lisbon in May.")],
-    daily=[DailyHit("2026-04-11", "Lunch with Arnold. Door code password=4711x", (2, 2))],
+    daily=[DailyHit("2026-04-11", "Lunch with Arnold. Door code password=4711x", (2, 2), False)],
     compost=[],
 )
 
