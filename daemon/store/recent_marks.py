@@ -29,10 +29,10 @@ from sqlalchemy.engine import Connection
 
 from daemon.core.records import CURRENT_MARK_STATES
 
-# One subject's marks, most recently reinforced first: (last_reinforced_at, id, text,
-# first_observed_at), instants as the store keeps them (their text sorts as they do).
 log = structlog.get_logger("cambium.store")
 
+# One subject's marks, most recently reinforced first: (last_reinforced_at, id, text,
+# first_observed_at), instants as the store keeps them (their text sorts as they do).
 Recent = tuple[tuple[str, str, str, str], ...]
 Key = tuple[str, str]  # (workspace, subject)
 

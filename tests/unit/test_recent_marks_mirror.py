@@ -6,7 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from daemon.store.recent_marks import RecentMarks, install
+from daemon.store.recent_marks import COUNT, RecentMarks, install
+from receptors.near_copies import CANDIDATES_PER_SUBJECT
 
 KEY = ("w", "user.food")
 ROW = ("2026-04-11 10:00:00.000000", "mk_a", "likes soup", "2026-04-11 10:00:00.000000")
@@ -56,3 +57,8 @@ def test_a_fault_of_the_mirror_fails_no_write_and_empties_it(tmp_path: Path) -> 
     )
     assert connection.execute("SELECT count(*) FROM memory_marks").fetchone() == (1,)
     assert mirror.get(KEY) is None
+
+
+def test_the_mirror_holds_as_many_marks_as_the_near_copy_check_compares() -> None:
+    # (fewer, and every observation would read the store again)
+    assert COUNT == CANDIDATES_PER_SUBJECT
