@@ -208,12 +208,15 @@ def erase_copies(tx: Tx, signal: Signal, forgetting: Forgetting) -> int:
 def _evidence_of_kept_marks(tx: Tx, workspace: str, forgetting: Forgetting) -> set[str]:
     """The signals that made or reinforced the marks this forget leaves under its marks'
     subjects. Forgetting "likes lentil soup" leaves "likes lentil soup a lot" (another mark
-    of the subject, say), and the payload that said so with it, though it holds the words."""
+    of the subject, say), and the payload that said so with it, though it holds the words.
+    (A subject forgotten leaves no mark under it.)"""
+    if forgetting.target.mark_id is None:
+        return set()
     left = [
         mark
         for subject in forgetting.subjects
-        for mark in tx.marks.find(workspace, subject, MARK_STATES)
-        if mark.subject == subject and mark.state != "forgotten" and mark.id not in forgetting.ids
+        for mark in tx.marks.of_subject(workspace, subject)
+        if mark.state != "forgotten" and mark.id not in forgetting.ids
     ]
     evidence = [mark.evidence for mark in left]
     for boosts in tx.marks.reinforcements_of([mark.id for mark in left]).values():

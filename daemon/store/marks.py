@@ -113,6 +113,11 @@ class Marks(MarkStrength):
         rows = self._matching((marks,), workspace, prefix, states, reinforced_since)
         return [Mark.from_row(row._mapping) for row in rows]
 
+    def of_subject(self, workspace: str, subject: str) -> list[Mark]:
+        """The marks of exactly ``subject`` (none below it), in every state."""
+        query = select(marks).where(marks.c.workspace_id == workspace, marks.c.subject == subject)
+        return [Mark.from_row(row._mapping) for row in self.connection.execute(query)]
+
     def observers(self, workspace: str) -> list[str]:
         """Who observed the workspace's marks, each once, in order."""
         query = select(marks.c.observed_by).distinct().where(marks.c.workspace_id == workspace)
