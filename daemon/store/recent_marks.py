@@ -37,7 +37,10 @@ Recent = tuple[tuple[str, str, str, str], ...]
 Key = tuple[str, str]  # (workspace, subject)
 
 COUNT = 10  # the marks mirrored per subject: the near-copy check's candidates
-SUBJECTS = 1024  # subjects mirrored at most, least recently used forgotten first
+# At most this many subjects, and this many characters of their texts in all (a text may
+# hold 16,384): the least recently used subjects are forgotten first.
+SUBJECTS = 1024
+CHARACTERS = 2_000_000
 
 _INFO_KEY = "cambium.recent_marks"
 _MISSING: Any = object()
@@ -65,6 +68,7 @@ class RecentMarks:
 
     def __init__(self) -> None:
         self._committed: OrderedDict[Key, Recent] = OrderedDict()
+        self._characters = 0  # of the committed texts
         # This transaction's view: a subject read or changed in it (None: not known, read
         # the store); and how to undo each step, for a savepoint's rollback.
         self._staged: dict[Key, Recent | None] = {}
@@ -89,7 +93,7 @@ class RecentMarks:
 
     def begin(self, data_version: int) -> None:
         if data_version != self._data_version:  # another connection committed
-            self._committed.clear()
+            self._empty()
             self._data_version = data_version
         self._staged.clear()
         self._undo.clear()
@@ -97,13 +101,12 @@ class RecentMarks:
 
     def commit(self) -> None:
         for key, recent in self._staged.items():
-            if recent is None:
-                self._committed.pop(key, None)
-            else:
+            self._characters -= _characters(self._committed.pop(key, ()))
+            if recent is not None:
                 self._committed[key] = recent
-                self._committed.move_to_end(key)
-        while len(self._committed) > SUBJECTS:
-            self._committed.popitem(last=False)
+                self._characters += _characters(recent)
+        while len(self._committed) > SUBJECTS or self._characters > CHARACTERS:
+            self._characters -= _characters(self._committed.popitem(last=False)[1])
         self.rollback()
 
     def rollback(self) -> None:
@@ -113,8 +116,12 @@ class RecentMarks:
 
     def reset(self) -> None:
         """Forget everything, and stay out of the transaction under way."""
-        self._committed.clear()
+        self._empty()
         self.rollback()
+
+    def _empty(self) -> None:
+        self._committed.clear()
+        self._characters = 0
 
     def savepoint(self) -> int:
         return len(self._undo)
@@ -173,10 +180,14 @@ class RecentMarks:
         if not self._open:
             # A transaction the writer did not begin (its pool lent the connection to
             # another): its outcome is not ours to know.
-            self._committed.clear()
+            self._empty()
             return
         self._undo.append((key, self._staged.get(key, _MISSING)))
         self._staged[key] = recent
+
+
+def _characters(recent: Recent) -> int:
+    return sum(len(entry[2]) for entry in recent)
 
 
 def _ranked(entries: tuple[tuple[str, str, str, str], ...]) -> Recent:

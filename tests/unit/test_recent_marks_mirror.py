@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from daemon.store.recent_marks import COUNT, RecentMarks, install
+from daemon.store.recent_marks import CHARACTERS, COUNT, RecentMarks, install
 from receptors.near_copies import CANDIDATES_PER_SUBJECT
 
 KEY = ("w", "user.food")
@@ -62,3 +62,17 @@ def test_a_fault_of_the_mirror_fails_no_write_and_empties_it(tmp_path: Path) -> 
 def test_the_mirror_holds_as_many_marks_as_the_near_copy_check_compares() -> None:
     # (fewer, and every observation would read the store again)
     assert COUNT == CANDIDATES_PER_SUBJECT
+
+
+def test_the_mirror_holds_a_bounded_amount_of_text() -> None:
+    long = "word " * 3000  # 15,000 characters: a text may hold 16,384
+    mirror = RecentMarks()
+    mirror.begin(data_version=1)
+    for n in range(200):
+        rows = tuple((ROW[0], f"mk_{n}_{i}", long, ROW[3]) for i in range(COUNT))
+        mirror.read(("w", f"user.topic{n}"), rows)
+    mirror.commit()
+    mirror.begin(data_version=1)
+    kept = [n for n in range(200) if mirror.get(("w", f"user.topic{n}")) is not None]
+    assert len(kept) * COUNT * len(long) <= CHARACTERS
+    assert kept == list(range(200 - len(kept), 200))  # the most recently read
