@@ -30,6 +30,11 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(normalize_text(text).split())
 
 
+def drop_cached_words() -> None:
+    """Forget the words of every text remembered here (a forget erases every copy)."""
+    _words.cache_clear()
+
+
 def similarity(a: str, b: str) -> float:
     """The Jaccard index of the two texts' sets of words (1.0 for the same words)."""
     return _jaccard(_words(a), _words(b))

@@ -155,3 +155,8 @@ LONG_ROW = 64
 @lru_cache(maxsize=256)
 def _counts(terms: str) -> Counter[str]:
     return Counter(terms.split())
+
+
+def drop_cached_counts() -> None:
+    """Forget the term counts of every row remembered here (a forget erases every copy)."""
+    _counts.cache_clear()

@@ -34,10 +34,12 @@ from daemon.core.forgetting import (
     forgotten_marker,
     redacted,
 )
+from daemon.core.likeness import drop_cached_words
 from daemon.core.records import MARK_STATES, Mark, Tombstone, derived_id
 from daemon.core.signal import Signal
 from daemon.core.subjects import normalize_subject
 from daemon.files.daily import DailyLog
+from daemon.search.index import drop_cached_counts
 from daemon.services.errors import Conflict, Invalid, NotFound
 from daemon.store import Tx
 
@@ -259,6 +261,10 @@ def forget(
     )
     tx.marks.erase([m.id for m in forgetting.marks], f"forgotten: {reason}", signal.emitted_at)
     tx.tombstones.insert(tombstone)
+    # This process's caches of words held the texts too. (The writer's copy of the
+    # subjects' recent marks is kept by the store's triggers: the erase drops them.)
+    drop_cached_words()
+    drop_cached_counts()
     return tombstone
 
 

@@ -13,11 +13,13 @@ from sqlalchemy import create_engine, text
 from support import FAST_RETRY, T0, emit_and_settle, last_error, make_signal
 
 from daemon.bus import SignalBus
+from daemon.core import likeness
 from daemon.core.records import Mark
 from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
+from daemon.search import index
 from daemon.services.recall import Memory, recall
 from daemon.store import Store
 from receptors.governance import GovernanceReceptor
@@ -309,6 +311,19 @@ async def test_forgetting_a_mark_keeps_what_made_another_that_repeats_its_words(
     assert [m["observation"] for m in recalled(store, tmp_path, "user.food")] == [
         "likes lentil soup a lot"
     ]
+
+
+@pytest.mark.asyncio
+async def test_forget_empties_the_processs_caches_of_words(store: Store) -> None:
+    async with bus_for(store) as bus:
+        mark = await observe(bus, store, "user.health.migraine", SECRET_TEXT)
+        # The near-copy check remembered the text's words.
+        await observe(bus, store, "user.health.migraine", SECRET_TEXT + " again")
+        assert likeness._words.cache_info().currsize > 0
+        forget = make_signal("memory.forget", {"mark_id": mark.id, "reason": "private"})
+        assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
+    assert likeness._words.cache_info().currsize == 0
+    assert index._counts.cache_info().currsize == 0
 
 
 @pytest.mark.asyncio

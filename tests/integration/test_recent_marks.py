@@ -16,6 +16,7 @@ from test_marks_store import T0, make_mark
 from daemon.core.records import Reinforcement
 from daemon.store import Store, Tx
 from daemon.store.fast_path import Raw
+from daemon.store.recent_marks import mirror_of
 from receptors.near_copies import CANDIDATES_PER_SUBJECT
 
 SUBJECTS = ("user.food", "user.sleep", "user.work")
@@ -183,3 +184,25 @@ async def test_a_mark_another_process_writes_is_seen_by_the_writer(store: Store)
             "UPDATE memory_marks SET state = 'retracted' WHERE id = 'mk_a'"
         )  # no mirror's trigger on this connection
     assert await store.write(lambda tx: recent(tx, "user.food")) == []
+
+
+@pytest.mark.asyncio
+async def test_a_forgotten_marks_text_leaves_the_writers_copy(store: Store) -> None:
+    _sqlite_only(store)
+    secret = "sees Dr Okafor about migraines"
+    await store.write(
+        lambda tx: tx.marks.insert(
+            [make_mark("mk_a", "user.health", observation=secret), make_mark("mk_b", "user.health")]
+        )
+    )
+    assert secret in [t for _, t in await store.write(lambda tx: recent(tx, "user.health"))]
+
+    def kept(tx: Tx) -> Any:
+        mirror = mirror_of(tx.connection)
+        assert mirror is not None
+        return mirror.get(("w", "user.health"))
+
+    await store.write(lambda tx: tx.marks.erase(["mk_a"], "private", T0))
+    assert await store.write(kept) is None  # read from the store again when asked
+    assert secret not in [t for _, t in await store.write(lambda tx: recent(tx, "user.health"))]
+    assert all(secret not in entry for entry in await store.write(kept) or ())
