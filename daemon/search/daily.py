@@ -32,7 +32,7 @@ from daemon.search.fusion import (
     speaker,
 )
 from daemon.search.index import TextIndex, bm25, selective
-from daemon.search.text import query_terms
+from daemon.search.text import leaf_terms, query_terms
 
 # In ranking, a line borrows this share of its neighbours' scores: in a log, the line that
 # answers something often sits next to the line that names it.
@@ -185,7 +185,10 @@ class DailyIndex:
         """Every candidate line's score: the rankings described in :meth:`search`, fused."""
         wanted = list(query_terms(query))
         statistics = self.index.statistics(DAILY, wanted)
-        choosing = selective(wanted, statistics, CANDIDATES)
+        # A subject path's lines hold its last segment (see leaf_terms): those choose, and
+        # a line without them all is not about the path.
+        leaf = leaf_terms(query)
+        choosing = selective(leaf or wanted, statistics, CANDIDATES)
         found = (
             self.index.candidates(
                 DAILY, choosing, CANDIDATES, since=None if since is None else since.isoformat()
@@ -193,6 +196,8 @@ class DailyIndex:
             if choosing
             else []
         )
+        if leaf:
+            found = [c for c in found if set(leaf) <= set(c.terms.split())]
         speakers = {_key(c): c.speaker for c in found}
         if found:
             raw = bm25(found, wanted, statistics, LINE_B)

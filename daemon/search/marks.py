@@ -2,16 +2,14 @@
 
 A mark is indexed as one row whose terms are its subject's segments and its observation's
 words together (``people.arnold.plans`` / "moving to Lisbon" is found by ``arnold`` and by
-``lisbon``). A dotted subject path asks for a subtree, not for words: it finds nothing here
-(:func:`is_free_text`). With a dense ranker (the marks' stored vectors, which the daemon's
-worker fills), the lexical and dense rankings are fused as in the daily layer
-(:func:`fused`). What is indexed is decided by its owner
+``lisbon``). A dotted subject path asks for a subtree, not for words: it finds nothing
+here (:func:`~daemon.search.text.is_free_text`). With a dense ranker (the marks' stored
+vectors, which the daemon's worker fills), the lexical and dense rankings are fused as in
+the daily layer (:func:`fused`). What is indexed is decided by its owner
 (:class:`daemon.services.mark_search.MarkSearch`).
 """
 
 from __future__ import annotations
-
-import re
 
 from daemon.search.fusion import (
     DENSE_WEIGHT,
@@ -20,7 +18,7 @@ from daemon.search.fusion import (
     ranking,
     reciprocal_rank_fusion,
 )
-from daemon.search.text import query_terms
+from daemon.search.text import is_free_text, query_terms
 
 # At most this many text hits go on to be scored by strength.
 MAX_HITS = 200
@@ -30,12 +28,8 @@ MAX_HITS = 200
 CHOOSING = 2000
 
 # A dotted subject path (user.food.lunch) asks for a subtree, not for words: it is matched
-# by prefix only. Anything else (a word, a phrase) is also looked up in the marks' text.
-_SUBJECT_PATH = re.compile(r"^[^\s.]+(\.[^\s.]+)+$")
-
-
-def is_free_text(about: str) -> bool:
-    return _SUBJECT_PATH.match(about.strip()) is None
+# by prefix only (:func:`~daemon.search.text.is_free_text`). Anything else (a word, a
+# phrase) is also looked up in the marks' text.
 
 
 def has_terms(about: str) -> bool:

@@ -84,6 +84,30 @@ def terms(text: str) -> list[str]:
     return [stem(word) for word in words(text)]
 
 
+# A dotted subject path (user.food.lunch) asks for a subtree, not for words.
+_SUBJECT_PATH = re.compile(r"^[^\s.]+(\.[^\s.]+)+$")
+
+
+def is_free_text(query: str) -> bool:
+    """Whether ``query`` is words rather than a dotted subject path."""
+    return _SUBJECT_PATH.match(query.strip()) is None
+
+
+def leaf_terms(query: str) -> list[str]:
+    """For a dotted subject path, the terms of its last segment that has any
+    (``user.food.lunch``: ``lunch``), which every line about its subtree holds, whether
+    an observation's ``subject=`` or a note that mentions it; for free text, none. A
+    path's upper segments are in every line under them (``user``: in every observation
+    about the user), so a line holding those alone is not about the path."""
+    if is_free_text(query):
+        return []
+    for segment in reversed(query.strip().split(".")):
+        found = list(query_terms(segment))
+        if found:
+            return found
+    return []
+
+
 def query_terms(query: str) -> dict[str, str]:
     """Each distinct term of ``query``, mapped to the first word of the query that gave it,
     which is how a match is explained to a reader."""

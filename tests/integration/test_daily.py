@@ -707,6 +707,27 @@ def test_adjacent_matching_lines_merge_into_one_hit(directory: Path, daily: Dail
     ]
 
 
+def test_a_subject_path_finds_the_lines_about_its_subtree_not_its_upper_segments(
+    directory: Path, daily: DailyLog
+) -> None:
+    """Every observation about the user says ``user``: ``user.health`` must not bring the
+    dentist and the book along with the shoulder."""
+    write(
+        directory / "2026-04-11.md",
+        "OBS subject=user.health.shoulder left shoulder hurts after climbing\n"
+        "OBS subject=user.appointments.dentist dentist on 14 January\n"
+        "OBS subject=user.reading reading The Dispossessed\n"
+        "health insurance letter came\n"
+        "the user interface of the bank app is confusing\n",
+    )
+    found = [hit.line_range for hit in daily.search("user.health", since=None, limit=10)]
+    assert sorted(found) == [(1, 1), (4, 4)]
+    assert [h.line_range for h in daily.search("user.reading", since=None, limit=10)] == [(3, 3)]
+    # a path whose last segment has no term (too short) falls back to the one above it
+    found = [hit.line_range for hit in daily.search("user.health.x", since=None, limit=10)]
+    assert sorted(found) == [(1, 1), (4, 4)]
+
+
 def test_search_matches_whole_stemmed_words_only(directory: Path, daily: DailyLog) -> None:
     write(directory / "2026-04-11.md", "Sleepover at Anna's.\nx\nWent to sleep at 23:00.\n")
     hits = daily.search("sleeping", since=None, limit=10)

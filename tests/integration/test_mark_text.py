@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event
 from test_marks_store import T0, insert, make_mark
 
-from daemon.search.marks import is_free_text
+from daemon.search.text import is_free_text
 from daemon.services.mark_search import MarkSearch
 from daemon.store import Store
 
