@@ -10,12 +10,20 @@ not a letter or a digit (so case, whitespace and punctuation never matter). The 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
-from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+")
 
 DEFAULT_SIMILARITY = 0.9
+
+# A mark's text is compared with every new observation under its subject, so its words are
+# worth remembering; but a text's set of words takes about 20 bytes a character of it
+# (measured), and an observation may hold 16,384 characters: the texts remembered hold at
+# most this many characters in all (about 20 MB).
+CACHED_CHARACTERS = 1_000_000
+# A longer text is not remembered: it would push out hundreds of short ones.
+CACHED_TEXT = 2_048
 
 
 def normalize_text(text: str) -> str:
@@ -23,16 +31,51 @@ def normalize_text(text: str) -> str:
     return " ".join(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
 
 
-# A mark's text is compared with every new observation under its subject, so its words are
-# worth remembering; the cache is bounded (a few MB at most).
-@lru_cache(maxsize=16_384)
-def _words(text: str) -> frozenset[str]:
-    return frozenset(normalize_text(text).split())
+class _Words:
+    """Texts' sets of words, the first remembered given up first. A look-up takes no lock
+    (one dict read, atomic under the GIL); remembering takes one, for the writer compares
+    while recall threads run."""
+
+    def __init__(self) -> None:
+        self._sets: dict[str, frozenset[str]] = {}
+        self._characters = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> frozenset[str]:
+        found = self._sets.get(text)
+        return found if found is not None else self._remembered(text)
+
+    def _remembered(self, text: str) -> frozenset[str]:
+        found = frozenset(normalize_text(text).split())
+        if len(text) > CACHED_TEXT:
+            return found
+        with self._lock:
+            if text not in self._sets:
+                self._sets[text] = found
+                self._characters += len(text)
+                while self._characters > CACHED_CHARACTERS:
+                    oldest = next(iter(self._sets))
+                    del self._sets[oldest]
+                    self._characters -= len(oldest)
+        return found
+
+    @property
+    def characters(self) -> int:
+        """How many characters of text are remembered."""
+        return self._characters
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sets.clear()
+            self._characters = 0
+
+
+_words = _Words()
 
 
 def drop_cached_words() -> None:
     """Forget the words of every text remembered here (a forget erases every copy)."""
-    _words.cache_clear()
+    _words.clear()
 
 
 def similarity(a: str, b: str) -> float:

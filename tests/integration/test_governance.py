@@ -319,10 +319,10 @@ async def test_forget_empties_the_processs_caches_of_words(store: Store) -> None
         mark = await observe(bus, store, "user.health.migraine", SECRET_TEXT)
         # The near-copy check remembered the text's words.
         await observe(bus, store, "user.health.migraine", SECRET_TEXT + " again")
-        assert likeness._words.cache_info().currsize > 0
+        assert likeness._words.characters > 0
         forget = make_signal("memory.forget", {"mark_id": mark.id, "reason": "private"})
         assert await emit_and_settle(bus, forget) == {"governance": "delivered"}
-    assert likeness._words.cache_info().currsize == 0
+    assert likeness._words.characters == 0
     assert index._counts.cache_info().currsize == 0
 
 
