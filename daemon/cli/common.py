@@ -136,6 +136,10 @@ def time_zone() -> ZoneInfo:
     return zone if isinstance(zone, ZoneInfo) else ZoneInfo("UTC")
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def login_name() -> str:
     """Who is at the keyboard: the default observer and reviewer."""
     return getpass.getuser()

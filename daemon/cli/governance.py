@@ -19,6 +19,7 @@ from daemon.cli.common import (
     json_option,
     load,
     login_name,
+    plural,
     print_json,
     reading_store,
 )
@@ -170,8 +171,8 @@ def forget(
     elif _applied(answer):
         t = answer["tombstone"]
         click.echo(
-            f"forgot {t['target']}: {t['marks_erased']} marks and {t['signals_erased']} "
-            f"signal payloads erased (tombstone {t['id']})"
+            f"forgot {t['target']}: {plural(t['marks_erased'], 'mark')} and "
+            f"{plural(t['signals_erased'], 'signal payload')} erased (tombstone {t['id']})"
         )
         live = answer.get("live_lines", [])
         if live:

@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from daemon.cli.common import time_zone
+from daemon.cli.common import plural, time_zone
 from daemon.core.clock import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
@@ -83,10 +83,6 @@ def table(*columns: str) -> Table:
     for column in columns:
         grid.add_column(column, overflow="fold", no_wrap=column != columns[-1])
     return grid
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 # -- signals and deliveries --------------------------------------------------------------

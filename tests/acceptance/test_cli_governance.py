@@ -66,7 +66,7 @@ def test_correct_twice_forget_and_carry_the_memory_out(home: DaemonHome, tmp_pat
         ok(home, "memory", "mark", "user.health.migraine", HEALTH)
         signals_before = len(as_json(home, "signals"))
         forgot = ok(home, "memory", "forget", "user.health", "--reason", "private")
-        assert "forgot user.health: 1 marks and 1 signal payloads erased" in forgot
+        assert "forgot user.health: 1 mark and 1 signal payload erased" in forgot
         assert as_json(home, "memory", "recall", "user.health", "--layers", "marks")["marks"] == []
         [tombstone] = as_json(home, "memory", "tombstones")
         assert (tombstone["forgotten_by"], tombstone["reason"], tombstone["marks_erased"]) == (
