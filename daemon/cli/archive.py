@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from daemon.cli.common import BadInput, Failure, config_option, json_option, load, print_json
+from daemon.cli.common import (
+    BadInput,
+    Failure,
+    config_option,
+    json_option,
+    load,
+    plural,
+    print_json,
+)
 
 
 @click.command()
@@ -77,8 +85,9 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
         print_json(result.__dict__)
         return
     click.echo(
-        f"imported {result.signals} signals, {result.marks} marks, "
-        f"{result.daily_files} daily archive files, {result.live_files} live daily files"
+        f"imported {plural(result.signals, 'signal')}, {plural(result.marks, 'mark')}, "
+        f"{plural(result.daily_files, 'daily archive file')}, "
+        f"{plural(result.live_files, 'live daily file')}"
     )
     for conflict in result.daily_conflicts:
         click.echo(f"kept your {conflict}: it differs from the archive's", err=True)

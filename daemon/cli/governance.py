@@ -204,5 +204,5 @@ def tombstones(as_json: bool, config_path: Path | None) -> None:
     for t in found:
         click.echo(
             f"{iso(t.forgotten_at)}  {t.target_kind} {t.target}  by {t.forgotten_by}: "
-            f"{t.reason} ({t.marks_erased} marks, {t.signals_erased} signals)"
+            f"{t.reason} ({plural(t.marks_erased, 'mark')}, {plural(t.signals_erased, 'signal')})"
         )

@@ -74,6 +74,7 @@ def test_correct_twice_forget_and_carry_the_memory_out(home: DaemonHome, tmp_pat
             "private",
             1,
         )
+        assert "user.health  by ada: private (1 mark, 1 signal)" in ok(home, "memory", "tombstones")
         assert len(as_json(home, "signals")) == signals_before + 1  # the forget itself
         archive = tmp_path / "memory.tar"
         exported = as_json(home, "export", str(archive))
@@ -85,7 +86,7 @@ def test_correct_twice_forget_and_carry_the_memory_out(home: DaemonHome, tmp_pat
     ok(elsewhere, "db", "upgrade")
     first_import = as_json(elsewhere, "import", str(archive))
     assert first_import["signals"] == signals_before + 1
-    assert as_json(elsewhere, "import", str(archive))["signals"] == 0
+    assert ok(elsewhere, "import", str(archive)).startswith("imported 0 signals, 0 marks, ")
     again = as_json(elsewhere, "export", str(tmp_path / "again.tar"))
     assert again["content_hash"] == exported["content_hash"]
     damaged = bytearray(archive.read_bytes())
