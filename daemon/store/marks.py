@@ -4,7 +4,7 @@ returns :class:`~daemon.core.records.Mark` records."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,7 +26,7 @@ from daemon.store.mark_rows import (
     recent_texts,
 )
 from daemon.store.mark_strength import MarkStrength, Scored, marks, reinforcements
-from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instants
+from daemon.store.sql import in_chunks, insert_ignoring_duplicates, streamed_rows, with_instants
 
 __all__ = ["MARK_STATES", "Marks", "Scored", "fingerprint"]
 
@@ -306,14 +306,12 @@ class Marks(MarkStrength):
                 update(reinforcements).where(reinforcements.c.mark_id.in_(ids)).values(evidence={})
             )
 
-    def all_rows(self) -> list[dict[str, Any]]:
+    def all_rows(self) -> Iterator[dict[str, Any]]:
         """Every mark as its column mapping, by id (for export)."""
-        return [dict(r._mapping) for r in self.connection.execute(select(marks).order_by("id"))]
+        return streamed_rows(self.connection, select(marks).order_by("id"))
 
-    def all_reinforcement_rows(self) -> list[dict[str, Any]]:
-        return [
-            dict(r._mapping) for r in self.connection.execute(select(reinforcements).order_by("id"))
-        ]
+    def all_reinforcement_rows(self) -> Iterator[dict[str, Any]]:
+        return streamed_rows(self.connection, select(reinforcements).order_by("id"))
 
     def restore(self, mark_rows: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> int:
         """Insert exported marks and reinforcements whose ids are not stored yet (import);

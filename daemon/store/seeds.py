@@ -3,7 +3,7 @@ Nothing here touches a file."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,13 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from daemon.core.records import Seed
-from daemon.store.sql import in_chunks, insert_ignoring_duplicates, insert_or_ignore, with_instants
+from daemon.store.sql import (
+    in_chunks,
+    insert_ignoring_duplicates,
+    insert_or_ignore,
+    streamed_rows,
+    with_instants,
+)
 from daemon.store.tables import SeedTable
 
 seeds = SeedTable.__table__  # type: ignore[attr-defined]
@@ -115,9 +121,9 @@ class Seeds:
         for chunk in in_chunks(seed_ids):
             self.connection.execute(delete(seeds).where(seeds.c.id.in_(chunk)))
 
-    def all_rows(self) -> list[dict[str, Any]]:
+    def all_rows(self) -> Iterator[dict[str, Any]]:
         """Every seed as its column mapping, by id (for export)."""
-        return [dict(r._mapping) for r in self.connection.execute(select(seeds).order_by("id"))]
+        return streamed_rows(self.connection, select(seeds).order_by("id"))
 
     def restore(self, rows: Sequence[dict[str, Any]]) -> None:
         """Insert exported seeds whose ids are not stored yet (import)."""

@@ -9,7 +9,7 @@ through the driver's own prepared statements (:mod:`daemon.store.fast_path`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,7 @@ from daemon.store.deliveries import Deliveries, DeliveryState
 from daemon.store.errors import DeliveriesPending
 from daemon.store.fast_path import APPENDED_CHANNEL, insert_signals
 from daemon.store.signal_rows import last_seq, signal_from_row, signals
-from daemon.store.sql import in_chunks, insert_ignoring_duplicates, with_instants
+from daemon.store.sql import in_chunks, insert_ignoring_duplicates, streamed_rows, with_instants
 
 
 @dataclass(frozen=True)
@@ -208,10 +208,10 @@ class SignalLog(Deliveries, CursorLeases):
                 update(signals).where(signals.c.id.in_(chunk)).values(payload=payload)
             )
 
-    def all_rows(self) -> list[dict[str, Any]]:
+    def all_rows(self) -> Iterator[dict[str, Any]]:
         """Every signal as its column mapping, in log order (for export)."""
         query = select(*[c for c in signals.c if c.name != "seq"]).order_by(signals.c.seq)
-        return [dict(r._mapping) for r in self.connection.execute(query)]
+        return streamed_rows(self.connection, query)
 
     def restore(self, rows: Sequence[dict[str, Any]], now: datetime) -> int:
         """Append exported signals whose id (or idempotency key) is not stored yet, as history

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import Insert, ReturningInsert
 
 from daemon.store.tables import UTCDateTime
@@ -57,6 +58,18 @@ def insert_or_ignore(connection: Connection, table: Table, row: dict[str, Any]) 
     instead of a look-up and an insert. True if it was inserted."""
     statement = _insert_returning_key(table, connection.dialect.name)
     return connection.execute(statement, row).first() is not None
+
+
+# Rows fetched at a time by :func:`streamed_rows`.
+STREAM_BATCH = 2_000
+
+
+def streamed_rows(connection: Connection, query: Select[Any]) -> Iterator[dict[str, Any]]:
+    """Each row of ``query`` as its column mapping, fetched a batch at a time: an export of
+    years of signals is never held whole (on PostgreSQL, through a server-side cursor)."""
+    options = {"stream_results": True, "yield_per": STREAM_BATCH}
+    for row in connection.execution_options(**options).execute(query).mappings():
+        yield dict(row)
 
 
 def escape_like(text: str, escape: str = "\\") -> str:

@@ -3,14 +3,19 @@ text. :class:`Tombstones` names every operation on them once."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from daemon.core.records import Tombstone
-from daemon.store.sql import insert_ignoring_duplicates, insert_or_ignore, with_instants
+from daemon.store.sql import (
+    insert_ignoring_duplicates,
+    insert_or_ignore,
+    streamed_rows,
+    with_instants,
+)
 from daemon.store.tables import TombstoneTable
 
 tombstones = TombstoneTable.__table__  # type: ignore[attr-defined]
@@ -34,10 +39,9 @@ class Tombstones:
         )
         return [Tombstone.from_row(row._mapping) for row in rows]
 
-    def all_rows(self) -> list[dict[str, Any]]:
+    def all_rows(self) -> Iterator[dict[str, Any]]:
         """Every tombstone as its column mapping, by id (for export)."""
-        query = select(tombstones).order_by(tombstones.c.id)
-        return [dict(r._mapping) for r in self.connection.execute(query)]
+        return streamed_rows(self.connection, select(tombstones).order_by(tombstones.c.id))
 
     def restore(self, rows: Sequence[dict[str, Any]]) -> None:
         """Insert exported tombstones whose ids are not stored yet (import)."""

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,9 @@ from daemon.composition import build_receptors
 from daemon.config import parse_config
 from daemon.core.records import Mark
 from daemon.files.daily import DailyLog
+from daemon.services import archive
 from daemon.services.archive import ArchiveRefused, export_archive, import_archive, read_archive
-from daemon.store import NewSignal, Store
+from daemon.store import NewSignal, Store, Tx, sql
 from daemon.store.migrate import upgrade
 
 FIRST_DAY = date(2026, 4, 11)
@@ -98,10 +101,10 @@ def counts(store: Store) -> tuple[int, int, int, int]:
 
         assert isinstance(tx, Tx)
         return (
-            len(tx.signals.all_rows()),
-            len(tx.marks.all_rows()),
-            len(tx.seeds.all_rows()),
-            len(tx.tombstones.all_rows()),
+            len(list(tx.signals.all_rows())),
+            len(list(tx.marks.all_rows())),
+            len(list(tx.seeds.all_rows())),
+            len(list(tx.tombstones.all_rows())),
         )
 
     return store.read_sync(read)
@@ -142,6 +145,53 @@ async def test_a_week_round_trips_with_equal_content_hashes(
     finally:
         back.close()
     assert third.content_hash == first.content_hash
+
+
+def append(signals: list[NewSignal], tx: Tx) -> None:
+    tx.signals.append(signals)
+
+
+def peak_memory(run: Callable[[], object]) -> int:
+    """The most memory Python held while ``run`` ran, in bytes."""
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_export_and_import_hold_a_batch_of_rows_not_the_whole_memory(
+    source: Store, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three years of notes and signals held 1.4 GB to export and 2.4 GB to import: both
+    now read and write a batch of rows at a time (batches made small here, so 5,000
+    signals are 50 of them)."""
+    monkeypatch.setattr(sql, "STREAM_BATCH", 100)
+    monkeypatch.setattr(archive, "BATCH", 100)
+    said = "noticed that the morning walk along the river " * 4
+    signals = [
+        NewSignal(
+            make_signal(
+                "memory.observation",
+                {"subject": f"user.walks.n{n}", "observation": said, "evidence": {"note": "x"}},
+            ),
+            T0,
+        )
+        for n in range(5_000)
+    ]
+    source.write_sync(partial(append, signals))
+    signals.clear()
+
+    out = tmp_path / "big.tar"
+    exporting = peak_memory(lambda: export_archive(source, tmp_path / "daily", out, T0))
+    importing = peak_memory(lambda: import_archive(store, tmp_path / "elsewhere", out))
+    # Held whole, these 5,000 signals took 18 MB to export and 28 MB to import; a batch at a
+    # time, 0.3 and 3 MB (the import's hash check reads 1 MB pieces).
+    assert max(exporting, importing) < 8_000_000, (exporting, importing)
+    assert counts(store) == counts(source)
+    assert store.read_sync(lambda tx: tx.signals.open_counts().pending) == 0  # history
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".big.tar")]
 
 
 @pytest.mark.asyncio

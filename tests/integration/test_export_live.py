@@ -103,7 +103,13 @@ async def test_a_live_file_with_other_lines_refuses_the_import_and_nothing_is_wr
 
 def rewritten(path: Path, version: int, extra: dict[str, bytes]) -> Path:
     """``path``'s archive with its manifest saying ``version`` and ``extra`` entries added."""
-    manifest, blobs = read_archive(path)
+    manifest = read_archive(path)
+    with tarfile.open(path) as archive:
+        blobs = {
+            member.name: extracted.read()
+            for member in archive.getmembers()
+            if member.name != "manifest.json" and (extracted := archive.extractfile(member))
+        }
     blobs |= extra
     entries = manifest.entries | {
         name: {"sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)}

@@ -332,7 +332,7 @@ def test_ending_and_forgetting_stamp_the_mark_and_wipe_its_evidence(store: Store
     assert [(m.state, m.observation, m.evidence, m.ended_reason) for m in after.values()] == [
         ("forgotten", "", {}, "asked to")
     ] * 2
-    rows = store.read_sync(lambda tx: tx.marks.all_rows())
+    rows = store.read_sync(lambda tx: list(tx.marks.all_rows()))
     assert {row["fingerprint"] for row in rows} == {""}, "a hash of the text is text too"
     assert after["m1"].ended_at == ended, "it ended first: that date stands"
     assert after["m2"].ended_at == forgotten
@@ -345,7 +345,7 @@ def test_an_import_counts_only_the_marks_it_added(store: Store) -> None:
     insert(store, make_mark("m1", "user.x"))
     exported = [  # as an export file holds them
         {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
-        for row in store.read_sync(lambda tx: tx.marks.all_rows())
+        for row in store.read_sync(lambda tx: list(tx.marks.all_rows()))
     ]
     assert store.write_sync(lambda tx: tx.marks.restore([], [])) == 0
     assert store.write_sync(lambda tx: tx.marks.restore(exported, [])) == 0

@@ -294,7 +294,7 @@ def test_a_failure_of_a_delivery_settled_elsewhere_writes_nothing(store: Store) 
 def test_an_import_waits_until_nothing_is_left_to_deliver(
     store: Store, log: dict[str, Stored]
 ) -> None:
-    exported = store.read_sync(lambda tx: tx.signals.all_rows())
+    exported = store.read_sync(lambda tx: list(tx.signals.all_rows()))
     head = store.read_sync(lambda tx: tx.signals.head())
     with pytest.raises(DeliveriesPending) as refused:
         store.write_sync(lambda tx: tx.signals.restore(exported, LATER))
@@ -309,7 +309,7 @@ def test_an_export_holds_the_log_in_order_after_payloads_were_replaced(store: St
     stored = [append(store, "test.ping", n) for n in range(3)]
     forgotten = {"forgotten": "tb_1"}
     store.write_sync(lambda tx: tx.signals.replace_payloads([stored[0].id], forgotten))
-    rows = store.read_sync(lambda tx: tx.signals.all_rows())
+    rows = store.read_sync(lambda tx: list(tx.signals.all_rows()))
     assert [(row["id"], row["payload"]) for row in rows] == [
         (stored[0].id, forgotten),
         (stored[1].id, {"n": 1}),
