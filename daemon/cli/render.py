@@ -355,6 +355,17 @@ def substrate_view(entries: list[dict[str, Any]], contents: dict[Path, str]) -> 
 # -- the daemon --------------------------------------------------------------------------
 
 
+# Substrate files status names: a vault of notes is hundreds (`memory substrate` lists them).
+STATUS_FILES = 5
+
+
+def _watched(files: list[str]) -> list[str]:
+    shown = [plural(len(files), "watched file"), *files[:STATUS_FILES]]
+    if len(files) > STATUS_FILES:
+        shown.append(f"… and {len(files) - STATUS_FILES} more (cambium memory substrate)")
+    return shown
+
+
 def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
     uptime = timedelta(seconds=int(health["uptime_seconds"]))
     receptors = fields((r["key"], ", ".join(r["binds"])) for r in health["receptors"])
@@ -368,7 +379,7 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
         ("receptors", receptors),
         ("deliveries", f"{deliveries['pending']} pending, {deliveries['dead']} dead"),
         ("rhythms", rhythms),
-        ("substrate", Text("\n".join([plural(len(watched), "watched file"), *watched]))),
+        ("substrate", Text("\n".join(_watched(watched)))),
     ]
     if health.get("index") == "preparing":  # an older daemon says nothing: it is ready
         shown.append(("index", "preparing: recall answers from what is indexed so far"))

@@ -1,5 +1,6 @@
 """``cambium status`` drawn from the daemon's health: a line about the index only while the
-start is preparing it, and nothing from a daemon that does not say (older than the CLI)."""
+start is preparing it, and nothing from a daemon that does not say (older than the CLI);
+the first few substrate files, and how many more."""
 
 from __future__ import annotations
 
@@ -33,3 +34,14 @@ def test_the_index_is_mentioned_only_while_it_is_prepared() -> None:
     assert "preparing: recall answers from what is indexed so far" in preparing
     assert "preparing" not in shown(HEALTH | {"index": "ready"})
     assert "preparing" not in shown(HEALTH)  # an older daemon
+
+
+def test_a_vault_of_notes_is_counted_not_listed_whole() -> None:
+    files = [f"/notes/note-{n:03d}.md" for n in range(100)]
+    text = shown(HEALTH | {"substrate": {"watched_files": files}})
+    assert "100 watched files" in text
+    assert "/notes/note-004.md" in text and "/notes/note-005.md" not in text
+    assert "… and 95 more (cambium memory substrate)" in text
+    assert len(text.splitlines()) < 20
+    one = shown(HEALTH | {"substrate": {"watched_files": files[:1]}})
+    assert "1 watched file " in one and "/notes/note-000.md" in one and "more" not in one
