@@ -92,6 +92,7 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
 
 async def _serve(config: Config, daemon: Daemon, sockets: list[socket.socket]) -> None:
     bus, scheduler, memory = daemon.bus, daemon.scheduler, daemon.memory
+    memory.preparing.set()  # (before any recall can come: see _keep_recall_current)
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(bus)
         servers: list[uvicorn.Server] = []
@@ -149,6 +150,7 @@ def _keep_recall_current(
     if semantic:
         # Read what changed now and wake the embedding worker for it, not during a recall.
         def on_change(_: set[Path]) -> None:
+            memory.preparing.set()
             tasks.start_soon(_prepare_recall, memory)
 
     tasks.start_soon(_prepare_recall, memory)

@@ -172,7 +172,7 @@ class Compost:
         files = self._files()
         for gone in self._learned.keys() - {file.source for file in files}:
             del self._learned[gone]
-        self.rows.keep_up(files, progress)
+        self.rows.keep_up(lambda: files, progress)
         return len(files)
 
     def stale(self) -> list[tuple[str, str]]:

@@ -54,6 +54,7 @@ from daemon.files.daily_merge import SUFFIX as SUFFIX  # the day files' suffix, 
 from daemon.files.daily_merge import (
     Claim,
     archived_bytes,
+    claims,
     file_name,
     merge,
     record_name,
@@ -61,7 +62,7 @@ from daemon.files.daily_merge import (
     staging_name,
 )
 from daemon.files.daily_rows import DailyRows
-from daemon.files.file_rows import IndexedFile, signature_of
+from daemon.files.file_rows import IndexedFile, signature_of, taking_turns
 from daemon.files.hand_edits import HandEdits
 from daemon.fs import Folder, RefusedFile, open_folder, scan_directory
 from daemon.search.daily import DailyHit, DailyIndex, LineKey
@@ -98,6 +99,7 @@ class DailyLog:
         self.directory = Path(os.path.realpath(directory))
         self.archive_directory = self.directory / ARCHIVE
         self._lock = threading.Lock()  # append, claim, merge and the index's rows
+        self._refreshing = threading.Lock()  # one look at every file at a time
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_bytes, dense)
         self.hand_edits = HandEdits(look_every, monotonic)
@@ -154,7 +156,7 @@ class DailyLog:
 
     def unconsolidated_days(self, through: date) -> list[date]:
         """Days up to ``through`` with a live file or a claim not yet merged, oldest first."""
-        claimed = {day for day, _ in self._claims()}
+        claimed = {day for day, _ in claims(self.archive_directory)}
         return sorted(day for day in {*self.days(archived=False), *claimed} if day <= through)
 
     def _files(self, archived: bool) -> Iterator[tuple[date, os.DirEntry[str]]]:
@@ -351,24 +353,34 @@ class DailyLog:
 
     # -- searching -----------------------------------------------------------------------
 
-    def search(self, query: str, *, since: date | None, limit: int) -> list[DailyHit]:
+    def search(
+        self, query: str, *, since: date | None, limit: int, look: bool = True
+    ) -> list[DailyHit]:
         """Ranked hits for ``query`` over the live, claimed and archived lines of the days
         from ``since`` on (``None``: all of them), most relevant first (see
         :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`). Files changed by
-        hand are looked for first when a look is due (:mod:`daemon.files.hand_edits`)."""
-        if self.hand_edits.take_look():
-            self.refresh()
+        hand are looked for first when a look is due (:mod:`daemon.files.hand_edits`), unless
+        told not to or one is under way (the start's, over years of files, takes a minute):
+        then what is indexed so far answers, and the look stays due."""
+        if look and self.hand_edits.take_look() and not self.refresh(wait=False):
+            self.hand_edits.look_again()
         return self._index.search(query, since=since, limit=limit)
 
-    def refresh(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Bring the index in line with the files on disk: only files whose size or mtime
-        changed are read (see :meth:`FileRows.keep_up
-        <daemon.files.file_rows.FileRows.keep_up>`, which also says what a process that may
-        not write the index does)."""
-        with self._lock:
-            if self.rows.keep_up(self._day_files(), progress):
+    def refresh(
+        self, progress: Callable[[int, int], None] | None = None, wait: bool = True
+    ) -> bool:
+        """Bring the index in line with the files on disk (:meth:`FileRows.keep_up
+        <daemon.files.file_rows.FileRows.keep_up>`); whether it was done: without ``wait``,
+        not while another look is under way."""
+        if not self._refreshing.acquire(blocking=wait):
+            return False
+        try:
+            if self.rows.keep_up(self._day_files, progress, hold=taking_turns(self._lock)):
                 for listener in self._changed:
                     listener()
+        finally:
+            self._refreshing.release()
+        return True
 
     def stale(self) -> list[tuple[date, str, str]]:
         """The files the index is not in step with: (day, live|claimed|archived, why)."""
@@ -404,7 +416,7 @@ class DailyLog:
         index built from scratch numbers its rows as appends do, and a recall's recent days
         are a narrow window of them (see :mod:`daemon.store.text_index`)."""
         listed = [(day, 0, ARCHIVED, entry) for day, entry in self._files(archived=True)]
-        listed += [(day, 1, CLAIMED, entry) for day, entry in self._claims()]
+        listed += [(day, 1, CLAIMED, entry) for day, entry in claims(self.archive_directory)]
         listed += [(day, 2, LIVE, entry) for day, entry in self._files(archived=False)]
         listed.sort(key=lambda file: file[:2])
         return [
@@ -436,13 +448,3 @@ class DailyLog:
         except RefusedFile as exc:  # a planted symlink or FIFO: skipped, never a failed recall
             self._warn_once(exc.filename, exc.strerror)
             raise FileNotFoundError from exc
-
-    def _claims(self) -> Iterator[tuple[date, os.DirEntry[str]]]:
-        """The claims not yet merged, by day."""
-        for entry in scan_directory(self.archive_directory):
-            name = entry.name
-            if name.startswith(".") and name.endswith(f"{SUFFIX}.incoming"):
-                try:
-                    yield parse_day(name[1:].removesuffix(f"{SUFFIX}.incoming")), entry
-                except InvalidDay:
-                    continue

@@ -4,12 +4,16 @@ archive (step 1 and 2 in :mod:`daemon.files.daily`'s docstring)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 
 import structlog
 
-from daemon.fs import Folder, RefusedFile
+from daemon.core.days import InvalidDay, parse_day
+from daemon.fs import Folder, RefusedFile, scan_directory
 
 log = structlog.get_logger("cambium.daily")
 
@@ -34,6 +38,17 @@ def file_name(day: date) -> str:
 
 def staging_name(day: date) -> str:
     return f".{day.isoformat()}{SUFFIX}.incoming"
+
+
+def claims(archive_directory: Path) -> Iterator[tuple[date, os.DirEntry[str]]]:
+    """The claims in an archive directory not yet merged, by day."""
+    for entry in scan_directory(archive_directory):
+        name = entry.name
+        if name.startswith(".") and name.endswith(f"{SUFFIX}.incoming"):
+            try:
+                yield parse_day(name[1:].removesuffix(f"{SUFFIX}.incoming")), entry
+            except InvalidDay:
+                continue
 
 
 def record_name(day: date) -> str:

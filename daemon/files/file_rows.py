@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import structlog
@@ -38,6 +41,23 @@ class IndexedFile:
     state: str
     stat: Callable[[], os.stat_result]
     read: Callable[[], tuple[bytes, int]]
+
+
+# What a pass over the files pauses after each, so that a writer waiting for the lock gets
+# it: a lock is not fair, and the pass would take it back at once (a note waited 20 s).
+TURN = 0.001
+
+
+def taking_turns(lock: threading.Lock) -> Callable[[], AbstractContextManager[None]]:
+    """A ``hold`` for :meth:`FileRows.refresh`: ``lock`` for each step, then a pause."""
+
+    @contextmanager
+    def turn() -> Iterator[None]:
+        with lock:
+            yield
+        time.sleep(TURN)
+
+    return turn
 
 
 def signature_of(stat: os.stat_result, data: bytes) -> Signature:
@@ -113,34 +133,52 @@ class FileRows:
         self._write(where, rows, removed, signature)
 
     def refresh(
-        self, files: list[IndexedFile], progress: Callable[[int, int], None] | None = None
+        self,
+        files: Callable[[], list[IndexedFile]],
+        progress: Callable[[int, int], None] | None = None,
+        hold: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> bool:
-        """Sync every file of ``files`` that changed and drop the groups of files gone;
+        """Sync every file ``files()`` lists that changed and drop the groups of files gone;
         whether any group's texts changed. ``progress`` is told (files looked at, files)
-        after each."""
-        known = dict(self._signatures())
+        after each. The files are listed, each is synced, and those gone are listed again
+        and dropped, each step under ``hold()`` (the daily log's lock): its writers wait
+        for one file, never for a pass over years of them, and what they did between two
+        steps (an append, a claim) is seen as they left it."""
+        with hold():
+            listed = files()
         changed = False
-        for done, file in enumerate(files, start=1):
-            kept = known.pop((file.source, file.state), None)
-            recheck = (file.source, file.state) in self._recheck
-            self._recheck.discard((file.source, file.state))
-            read = self._read_if_changed(file, None if recheck else kept)
-            if read is not None:
-                data, offset, signature = read
-                if kept is not None and kept.sha256 == signature.sha256:
-                    self._write(self.group(file.source, file.state), [], [], signature)
-                else:
-                    self.sync(file.source, file.state, data, offset=offset, signature=signature)
-                    changed = True
+        for done, file in enumerate(listed, start=1):
+            with hold():
+                changed = self._refresh_file(file) or changed
             if progress is not None:
-                progress(done, len(files))
-        for source, state in known:
-            self.drop(source, state)
-            changed = True
+                progress(done, len(listed))
+        with hold():
+            present = {(file.source, file.state) for file in files()}
+            for source, state in [key for key in self._signatures() if key not in present]:
+                self.drop(source, state)
+                changed = True
         return changed
 
+    def _refresh_file(self, file: IndexedFile) -> bool:
+        key = (file.source, file.state)
+        kept = self._signatures().get(key)  # (as a writer may have left it since the listing)
+        recheck = key in self._recheck
+        self._recheck.discard(key)
+        read = self._read_if_changed(file, None if recheck else kept)
+        if read is None:
+            return False
+        data, offset, signature = read
+        if kept is not None and kept.sha256 == signature.sha256:
+            self._write(self.group(*key), [], [], signature)
+            return False
+        self.sync(file.source, file.state, data, offset=offset, signature=signature)
+        return True
+
     def keep_up(
-        self, files: list[IndexedFile], progress: Callable[[int, int], None] | None = None
+        self,
+        files: Callable[[], list[IndexedFile]],
+        progress: Callable[[int, int], None] | None = None,
+        hold: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> bool:
         """:meth:`refresh` where this process may write the index; whether any changed.
 
@@ -149,10 +187,10 @@ class FileRows:
         notes would take minutes and a gigabyte). If it is not current, that is said once in
         the log: what changed since it was written is searched as it was then."""
         if self.index.writable:
-            return self.refresh(files, progress)
+            return self.refresh(files, progress, hold)
         if not self._looked:
             self._looked = True
-            stale = self.stale(files)
+            stale = self.stale(files())
             if stale:
                 log.warning(
                     "the text index is not current: files changed since are searched as they"

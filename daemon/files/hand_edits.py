@@ -42,6 +42,11 @@ class HandEdits:
         self._next_look = self._monotonic() + self._look_every
         return True
 
+    def look_again(self) -> None:
+        """The look taken could not be made: the next search takes it."""
+        self._changed = True
+        self._next_look = -math.inf
+
     def indexed(self, path: Path, signature: Signature | None) -> None:
         """This process indexed the file at ``path`` as ``signature`` (None: it is gone)."""
         if signature is None:

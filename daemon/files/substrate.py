@@ -270,7 +270,7 @@ class Substrate:
         files = self._load()
         if self._in_step:
             return files
-        self.rows.keep_up(self._indexed_files(files), progress)
+        self.rows.keep_up(partial(self._indexed_files, files), progress)
         if self._dense is not None:  # the dense side holds every file's lines
             for path in files:
                 self._text(path)

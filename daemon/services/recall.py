@@ -173,6 +173,10 @@ class Memory:
     # Set once a preparation has brought everything up to date (health says "ready"):
     # until then recall answers from what is indexed so far.
     prepared: threading.Event = field(default_factory=threading.Event)
+    # Set while the daemon has a preparation to come or under way: a recall then answers
+    # from what is indexed so far instead of bringing the index up to date itself (the
+    # first after importing three years of notes took 58 s).
+    preparing: threading.Event = field(default_factory=threading.Event)
     monotonic: Callable[[], float] = time.monotonic
     # This process's writer's transactions and the clock when a recall last indexed the
     # marks' queue (see :meth:`index_new_marks`).
@@ -230,6 +234,8 @@ class Memory:
                 self.store.read_sync(partial(_keep_common_counts, layer))
         except _Stopped:
             return
+        finally:
+            self.preparing.clear()
         self.prepared.set()
         self._wake_embedding()
 
@@ -242,17 +248,20 @@ class Memory:
         this daemon was down) within ``MARKS_LOOK`` seconds, and meanwhile a recall ranks
         what is queued (:class:`MarkSearch`), so no answer changes. What it saves is a
         write transaction (SQLite: the write lock) per recall."""
+        if self.preparing.is_set():
+            return  # (the preparation indexes them; meanwhile what is queued ranks)
         seen = (self.store.commits, self.monotonic())
         last = self._marks_indexed
         if last is not None and last[0] == seen[0] and seen[1] - last[1] < MARKS_LOOK:
             return
-        self.index_marks()
+        self.index_marks(wait=False)  # (while the start indexes them, what is queued ranks)
         self._marks_indexed = seen
 
-    def index_marks(self, between: Callable[[], None] | None = None) -> None:
+    def index_marks(self, between: Callable[[], None] | None = None, wait: bool = True) -> None:
         """Index the marks queued since the last look (where this process may write); new
-        rows wake the embedding worker. ``between`` is called between chunks."""
-        if self.store.writer_alive and self.mark_search.index(self.store, between):
+        rows wake the embedding worker. ``between`` is called between chunks; without
+        ``wait``, nothing is done while another thread indexes them."""
+        if self.store.writer_alive and self.mark_search.index(self.store, between, wait):
             self._wake_embedding()
 
     async def index_stored_marks(self) -> None:
@@ -318,7 +327,12 @@ def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
         memory.substrate.search(query.about, query.limit) if "substrate" in layers else []
     )
     found_daily = (
-        memory.daily.search(query.about, since=lines_since, limit=query.limit)
+        memory.daily.search(
+            query.about,
+            since=lines_since,
+            limit=query.limit,
+            look=not memory.preparing.is_set(),
+        )
         if "daily" in layers
         else []
     )

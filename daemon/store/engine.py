@@ -307,6 +307,7 @@ class Store:
 
         Only for code that runs without a bus (``cambium db upgrade``, tests' fixtures) and
         for the text index's upkeep, which runs in the file layers' threads, outside the
-        bus's transactions."""
+        bus's transactions. A transaction of the writer waiting for the lock goes first."""
+        self._writer.let_in()
         with self._writer.engine.connect() as connection, connection.begin():
             return job(Tx(connection))

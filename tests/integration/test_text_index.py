@@ -272,7 +272,11 @@ def test_a_touched_file_is_read_once_and_a_rechecked_one_once(tmp_path: Path) ->
         written.append([row.part for row in new]),
         write(where, new, *rest),
     )[-1]
-    listed = [IndexedFile(str(note), "", note.stat, lambda: (note.read_bytes(), 0))]
+    files = [IndexedFile(str(note), "", note.stat, lambda: (note.read_bytes(), 0))]
+
+    def listed() -> list[IndexedFile]:
+        return files
+
     assert rows.refresh(listed) is True
     assert (rows.reads, rows.refresh(listed)) == (1, False)
     os.utime(note, ns=(note.stat().st_atime_ns, note.stat().st_mtime_ns + 10**9))
@@ -285,8 +289,8 @@ def test_a_touched_file_is_read_once_and_a_rechecked_one_once(tmp_path: Path) ->
     assert rows.refresh(listed) is True
     assert written == [[1], [], [], [2]]  # only the line that changed was written again
     assert rows.stale([]) == [(str(note), "", "indexed, but gone")]
-    assert rows.refresh([]) is True
-    assert rows.refresh([]) is False  # dropped once
+    assert rows.refresh(list) is True
+    assert rows.refresh(list) is False  # dropped once
     assert rows.index.candidates(SUBSTRATE, ["kettl"], 10) == []
 
 
@@ -306,7 +310,7 @@ def test_a_file_swapped_for_a_symlink_after_it_was_listed_is_skipped_with_a_warn
         path.unlink()
         path.symlink_to(tmp_path / "elsewhere.md")
     with structlog.testing.capture_logs() as logs:
-        assert fresh.rows.refresh(listed) is False
+        assert fresh.rows.refresh(lambda: listed) is False
         assert fresh.numbered_lines(DAY, archived=True) == []
         assert fresh.numbered_lines(DAY, archived=False) == []
     assert hits(fresh, "secret") == []
