@@ -150,7 +150,6 @@ def _keep_recall_current(
     if semantic:
         # Read what changed now and wake the embedding worker for it, not during a recall.
         def on_change(_: set[Path]) -> None:
-            memory.preparing.set()
             tasks.start_soon(_prepare_recall, memory)
 
     tasks.start_soon(_prepare_recall, memory)

@@ -54,6 +54,7 @@ from daemon.files.daily_merge import SUFFIX as SUFFIX  # the day files' suffix, 
 from daemon.files.daily_merge import (
     Claim,
     archived_bytes,
+    archived_lines,
     claims,
     file_name,
     merge,
@@ -241,7 +242,7 @@ class DailyLog:
                     archive.remove(record_name(day))
                     live.move(file_name(day), archive, staging_name(day))
                 assert archive is not None
-                offset = len(self._archived(archive, day))
+                offset = len(archived_lines(archive, day))
                 if not leftover and self.rows.index.writable:
                     self.rows.claimed(day, offset)
                 data = self._sync(archive, staging_name(day), day, CLAIMED, offset=offset)
@@ -275,15 +276,10 @@ class DailyLog:
             if live is None:
                 return []
             with live.subfolder(ARCHIVE, create=False) as archive:
-                before = [] if archive is None else self._archived(archive, day)
+                before = [] if archive is None else archived_lines(archive, day)
                 claimed = None if archive is None else archive.read(staging_name(day))
             now = live.read(file_name(day))
         return before + split_lines(claimed or b"") + split_lines(now or b"")
-
-    @staticmethod
-    def _archived(archive: Folder, day: date) -> list[str]:
-        """The archive's lines before any merge in progress."""
-        return split_lines(archived_bytes(archive, day, archive.read(file_name(day)) or b""))
 
     def _sync(
         self, folder: Folder, name: str, day: date, state: str, *, offset: int = 0
@@ -354,32 +350,29 @@ class DailyLog:
     # -- searching -----------------------------------------------------------------------
 
     def search(
-        self, query: str, *, since: date | None, limit: int, look: bool = True
+        self, query: str, *, since: date | None, limit: int, most: int | None = None
     ) -> list[DailyHit]:
         """Ranked hits for ``query`` over the live, claimed and archived lines of the days
         from ``since`` on (``None``: all of them), most relevant first (see
         :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`). Files changed by
         hand are looked for first when a look is due (:mod:`daemon.files.hand_edits`), unless
-        told not to or one is under way (the start's, over years of files, takes a minute):
-        then what is indexed so far answers, and the look stays due."""
-        if look and self.hand_edits.take_look() and not self.refresh(wait=False):
+        it would read over ``most`` files (the start's pass over years of files not indexed
+        yet takes a minute): then the index as it is answers, and the look stays due."""
+        if self.hand_edits.take_look() and not self.refresh(most=most):
             self.hand_edits.look_again()
         return self._index.search(query, since=since, limit=limit)
 
     def refresh(
-        self, progress: Callable[[int, int], None] | None = None, wait: bool = True
+        self, progress: Callable[[int, int], None] | None = None, most: int | None = None
     ) -> bool:
-        """Bring the index in line with the files on disk (:meth:`FileRows.keep_up
-        <daemon.files.file_rows.FileRows.keep_up>`); whether it was done: without ``wait``,
-        not while another look is under way."""
-        if not self._refreshing.acquire(blocking=wait):
+        """Bring the index in line with the files (see ``FileRows.keep_up``); whether it was
+        done: not if over ``most`` files need reading (a stat of each tells)."""
+        if most is not None and self.rows.to_read(self._day_files()) > most:
             return False
-        try:
+        with self._refreshing:
             if self.rows.keep_up(self._day_files, progress, hold=taking_turns(self._lock)):
                 for listener in self._changed:
                     listener()
-        finally:
-            self._refreshing.release()
         return True
 
     def stale(self) -> list[tuple[date, str, str]]:
@@ -443,7 +436,7 @@ class DailyLog:
                 if state == ARCHIVED:
                     return archived_bytes(opened, day, data), 0
                 if state == CLAIMED:
-                    return data, len(self._archived(opened, day))
+                    return data, len(archived_lines(opened, day))
                 return data, 0
         except RefusedFile as exc:  # a planted symlink or FIFO: skipped, never a failed recall
             self._warn_once(exc.filename, exc.strerror)

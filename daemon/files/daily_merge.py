@@ -13,6 +13,7 @@ from pathlib import Path
 import structlog
 
 from daemon.core.days import InvalidDay, parse_day
+from daemon.core.lines import split_lines
 from daemon.fs import Folder, RefusedFile, scan_directory
 
 log = structlog.get_logger("cambium.daily")
@@ -38,6 +39,11 @@ def file_name(day: date) -> str:
 
 def staging_name(day: date) -> str:
     return f".{day.isoformat()}{SUFFIX}.incoming"
+
+
+def archived_lines(archive: Folder, day: date) -> list[str]:
+    """The archive's lines before any merge in progress."""
+    return split_lines(archived_bytes(archive, day, archive.read(file_name(day)) or b""))
 
 
 def claims(archive_directory: Path) -> Iterator[tuple[date, os.DirEntry[str]]]:

@@ -174,6 +174,21 @@ class FileRows:
         self.sync(file.source, file.state, data, offset=offset, signature=signature)
         return True
 
+    def to_read(self, files: list[IndexedFile]) -> int:
+        """How many of ``files`` a refresh would read: those not indexed, or whose size or
+        mtime moved, or named for a recheck (a stat each, nothing read)."""
+        known, count = self._signatures(), 0
+        for file in files:
+            key = (file.source, file.state)
+            try:
+                stat = file.stat()
+            except FileNotFoundError:
+                continue
+            kept = known.get(key)
+            moved = kept is None or (kept.size, kept.mtime_ns) != (stat.st_size, stat.st_mtime_ns)
+            count += moved or key in self._recheck
+        return count
+
     def keep_up(
         self,
         files: Callable[[], list[IndexedFile]],

@@ -56,6 +56,10 @@ HAND_EDITS_LOOK = 5.0
 # How often (seconds) recall looks for marks another process queued (see
 # :meth:`Memory.index_new_marks`).
 MARKS_LOOK = 1.0
+# While the daemon's start brings the index up to date, a recall reads at most this many
+# changed daily files itself (a few days edited while the daemon was down); more is a
+# build (years of notes not indexed yet: a minute), which the start's pass does.
+LOOK_WHILE_PREPARING = 20
 
 
 @dataclass(frozen=True)
@@ -331,7 +335,7 @@ def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
             query.about,
             since=lines_since,
             limit=query.limit,
-            look=not memory.preparing.is_set(),
+            most=LOOK_WHILE_PREPARING if memory.preparing.is_set() else None,
         )
         if "daily" in layers
         else []

@@ -28,6 +28,7 @@ from daemon.store.seeds import Seeds
 from daemon.store.signals import SignalLog
 from daemon.store.text_index import TextRows
 from daemon.store.tombstones import Tombstones
+from daemon.store.turns import InTurn
 from daemon.store.writer import BatchFunction, Writer
 
 T = TypeVar("T")
@@ -198,6 +199,7 @@ class Store:
         )
         self._identity: tuple[int, int] | None = None
         self._batch_functions: dict[Callable[..., Any], BatchFunction] = {}
+        self._side_writes = InTurn()  # write_sync's transactions, one at a time, in turn
 
     @property
     def dialect(self) -> str:
@@ -307,7 +309,9 @@ class Store:
 
         Only for code that runs without a bus (``cambium db upgrade``, tests' fixtures) and
         for the text index's upkeep, which runs in the file layers' threads, outside the
-        bus's transactions. A transaction of the writer waiting for the lock goes first."""
-        self._writer.let_in()
-        with self._writer.engine.connect() as connection, connection.begin():
-            return job(Tx(connection))
+        bus's transactions. A transaction of the writer waiting for the lock goes first,
+        then this process's others in the order they came (:mod:`daemon.store.turns`)."""
+        with self._side_writes:
+            self._writer.let_in()
+            with self._writer.engine.connect() as connection, connection.begin():
+                return job(Tx(connection))
