@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from contextlib import closing, suppress
+from contextlib import AbstractContextManager, closing, nullcontext, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -199,7 +199,11 @@ class Store:
         )
         self._identity: tuple[int, int] | None = None
         self._batch_functions: dict[Callable[..., Any], BatchFunction] = {}
-        self._side_writes = InTurn()  # write_sync's transactions, one at a time, in turn
+        # write_sync's transactions one at a time, in turn, on SQLite (it has one writer
+        # anyway); PostgreSQL runs them side by side, each locking its rows.
+        self._side_writes: AbstractContextManager[None] = (
+            InTurn() if self.dialect == "sqlite" else nullcontext()
+        )
 
     @property
     def dialect(self) -> str:
