@@ -258,7 +258,7 @@ class Memory:
         last = self._marks_indexed
         if last is not None and last[0] == seen[0] and seen[1] - last[1] < MARKS_LOOK:
             return
-        self.index_marks(wait=False)  # (while the start indexes them, what is queued ranks)
+        self.index_marks(wait=False)  # (another recall indexing them: what is queued ranks)
         self._marks_indexed = seen
 
     def index_marks(self, between: Callable[[], None] | None = None, wait: bool = True) -> None:
