@@ -43,19 +43,24 @@ class IndexedFile:
     read: Callable[[], tuple[bytes, int]]
 
 
-# What a pass over the files pauses after each, so that a writer waiting for the lock gets
-# it: a lock is not fair, and the pass would take it back at once (a note waited 20 s).
+# What a pass over the files pauses after a step that held the lock longer (a file read and
+# indexed), so that a writer waiting for the lock gets it: a lock is not fair, and the pass
+# would take it back at once (a note waited 20 s). A step that only looked at a file's stat
+# goes on at once: a pause after each of 1,098 unchanged files cost a start 1.1 s.
 TURN = 0.001
 
 
 def taking_turns(lock: threading.Lock) -> Callable[[], AbstractContextManager[None]]:
-    """A ``hold`` for :meth:`FileRows.refresh`: ``lock`` for each step, then a pause."""
+    """A ``hold`` for :meth:`FileRows.refresh`: ``lock`` for each step, then a pause if
+    the step held it longer than the pause."""
 
     @contextmanager
     def turn() -> Iterator[None]:
+        started = time.monotonic()
         with lock:
             yield
-        time.sleep(TURN)
+        if time.monotonic() - started > TURN:
+            time.sleep(TURN)
 
     return turn
 
