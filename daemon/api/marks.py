@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from daemon.api.deps import Problem, Running
 from daemon.core.clock import iso, to_utc
 from daemon.core.records import CURRENT_MARK_STATES, ENDED_MARK_STATES, Mark, Reinforcement, Seed
+from daemon.core.signal import EARLIEST_EMITTED_AT
 from daemon.store import Tx
 
 router = APIRouter(tags=["marks"])
@@ -53,7 +54,13 @@ async def changes(
 ) -> dict[str, Any]:
     if since.tzinfo is None:
         raise Problem(422, "since: must carry its UTC offset (…Z or +01:00)")
-    start, workspace = to_utc(since), services.memory.workspace
+    try:
+        # Nothing is dated before EARLIEST_EMITTED_AT: an earlier instant asks for everything
+        # (and leaves room for the second subtracted below).
+        start = max(to_utc(since), EARLIEST_EMITTED_AT)
+    except ValueError as exc:  # 0001-01-01T00:04+01:00 has no instant in UTC
+        raise Problem(422, f"since: {exc}") from None
+    workspace = services.memory.workspace
 
     def read(tx: Tx) -> dict[str, Any]:
         # A second early, then exact: SQLite compares instants as text, and one stored

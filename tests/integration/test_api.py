@@ -300,3 +300,20 @@ async def test_a_command_stored_but_not_applied_yet_is_202_naming_its_signal(
         assert answer.json() == {"detail": f"stored as signal {signal_id}; not applied yet"}
         stored = (await api.get(f"/v1/signals/{signal_id}")).json()
         assert stored["type"] == "memory.mark_retracted" and stored["source_id"] == "ada"
+
+
+@pytest.mark.asyncio
+async def test_changes_since_the_edge_of_the_calendar_is_an_answer_or_a_422(
+    store: Store, tmp_path: Path
+) -> None:
+    """Found by the fuzzer: ``since=0001-01-01T00:04:00+01:00`` has no instant in UTC, and
+    year 1 itself left no room for the second the query subtracts: both were a 500."""
+    async with serving(store, tmp_path) as api:
+        await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})
+        refused = await api.get("/v1/changes", params={"since": "0001-01-01T00:04:00+01:00"})
+        assert refused.status_code == 422 and "since" in refused.text
+        everything = await api.get("/v1/changes", params={"since": "0001-01-01T00:00:00Z"})
+        assert everything.status_code == 200
+        assert [m["observation"] for m in everything.json()["marks_made"]] == ["likes figs"]
+        late = await api.get("/v1/changes", params={"since": "9999-12-31T23:59:59Z"})
+        assert late.status_code == 200 and late.json()["marks_made"] == []
