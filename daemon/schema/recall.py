@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from daemon.core.clock import to_utc
-from daemon.core.signal import ShortName
+from daemon.core.signal import EARLIEST_EMITTED_AT, ShortName
 from daemon.core.strength import WITHER_THRESHOLD
 from daemon.schema.fields import Provenance
 
@@ -106,8 +106,15 @@ def _asked(flag: Any) -> bool:
         return False
 
 
+# The latest a horizon starts: a day short of the calendar's end, room for any zone's offset.
+LATEST_HORIZON = datetime(9999, 12, 30, tzinfo=ZoneInfo("UTC"))
+
+
 def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | None:
-    """The earliest instant inside ``horizon``; None for ``all``."""
+    """The earliest instant inside ``horizon``; None for ``all``. A day or instant before
+    anything is dated (1900) counts from then, one in the calendar's last days from the
+    first of them: at its edges (0001-01-01 in Berlin, 9999-12-31T23:59:59Z) a zone's
+    offset would leave no instant to compare with."""
     if horizon == "all":
         return None
     relative = _RELATIVE.match(horizon)
@@ -119,6 +126,7 @@ def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | Non
     try:
         if len(horizon) == 10:
             day = date.fromisoformat(horizon)
+            day = min(max(day, EARLIEST_EMITTED_AT.date()), LATEST_HORIZON.date())
             return datetime(day.year, day.month, day.day, tzinfo=zone)
         instant = datetime.fromisoformat(horizon.replace("Z", "+00:00"))
     except ValueError:
@@ -127,7 +135,7 @@ def horizon_start(horizon: str, now: datetime, zone: ZoneInfo) -> datetime | Non
         raise ValueError(
             "must be 1d, 7d, 30d (any Nd), all, an ISO date or an ISO instant with zone"
         )
-    return to_utc(instant)
+    return min(max(to_utc(instant), EARLIEST_EMITTED_AT), LATEST_HORIZON)
 
 
 # A context block's length bounds: the smallest fits the envelope with the longest ``about``

@@ -317,3 +317,30 @@ async def test_changes_since_the_edge_of_the_calendar_is_an_answer_or_a_422(
         assert [m["observation"] for m in everything.json()["marks_made"]] == ["likes figs"]
         late = await api.get("/v1/changes", params={"since": "9999-12-31T23:59:59Z"})
         assert late.status_code == 200 and late.json()["marks_made"] == []
+
+
+@pytest.mark.asyncio
+async def test_a_recall_horizon_at_the_edge_of_the_calendar_is_an_answer_or_a_422(
+    store: Store, tmp_path: Path
+) -> None:
+    """``horizon=0001-01-01`` in the daemon's zone (Berlin) has no UTC instant: it was a 503
+    saying the store was unavailable; ``9999-12-31T23:59:59Z`` crashed the recall. A day
+    before anything is dated now counts from 1900, and the calendar's last day from the one
+    before it."""
+    async with serving(store, tmp_path) as api:
+        await api.post("/v1/signals", json=OBSERVATION, params={"wait": 5})
+        for horizon, found in (
+            ("0001-01-01", ["likes figs"]),
+            ("0001-01-01T00:00:00Z", ["likes figs"]),
+            ("9999-12-31", []),
+            ("9999-12-31T23:59:59Z", []),
+        ):
+            for path in ("/v1/recall", "/v1/context"):
+                answer = await api.get(path, params={"about": "figs", "horizon": horizon})
+                assert answer.status_code == 200, (path, horizon, answer.text)
+            recalled = await api.get("/v1/recall", params={"about": "figs", "horizon": horizon})
+            assert [m["observation"] for m in recalled.json()["marks"]] == found, horizon
+        refused = await api.get(
+            "/v1/recall", params={"about": "figs", "horizon": "0001-01-01T00:30:00+01:00"}
+        )
+        assert refused.status_code == 422 and "horizon" in refused.text
