@@ -50,6 +50,7 @@ import structlog
 from daemon.core.days import InvalidDay, parse_day
 from daemon.core.lines import lines_between, split_lines
 from daemon.core.text_rows import ARCHIVED, CLAIMED, LIVE
+from daemon.core.turns import InTurn
 from daemon.files.daily_merge import SUFFIX as SUFFIX  # the day files' suffix, for others
 from daemon.files.daily_merge import (
     Claim,
@@ -63,7 +64,7 @@ from daemon.files.daily_merge import (
     staging_name,
 )
 from daemon.files.daily_rows import DailyRows
-from daemon.files.file_rows import IndexedFile, signature_of, taking_turns
+from daemon.files.file_rows import IndexedFile, signature_of
 from daemon.files.hand_edits import HandEdits
 from daemon.fs import Folder, RefusedFile, open_folder, scan_directory
 from daemon.search.daily import DailyHit, DailyIndex, LineKey
@@ -99,7 +100,9 @@ class DailyLog:
     ) -> None:
         self.directory = Path(os.path.realpath(directory))
         self.archive_directory = self.directory / ARCHIVE
-        self._lock = threading.Lock()  # append, claim, merge and the index's rows
+        # Append, claim, merge and the index's rows; taken in turn, so that a note waits for
+        # one file of a look at every file, not the whole look.
+        self._lock = InTurn()
         self._refreshing = threading.Lock()  # one look at every file at a time
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_bytes, dense)
@@ -370,7 +373,7 @@ class DailyLog:
         if most is not None and self.rows.to_read(self._day_files()) > most:
             return False
         with self._refreshing:
-            if self.rows.keep_up(self._day_files, progress, hold=taking_turns(self._lock)):
+            if self.rows.keep_up(self._day_files, progress, hold=lambda: self._lock):
                 for listener in self._changed:
                     listener()
         return True

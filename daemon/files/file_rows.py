@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import structlog
@@ -41,28 +39,6 @@ class IndexedFile:
     state: str
     stat: Callable[[], os.stat_result]
     read: Callable[[], tuple[bytes, int]]
-
-
-# What a pass over the files pauses after a step that held the lock longer (a file read and
-# indexed), so that a writer waiting for the lock gets it: a lock is not fair, and the pass
-# would take it back at once (a note waited 20 s). A step that only looked at a file's stat
-# goes on at once: a pause after each of 1,098 unchanged files cost a start 1.1 s.
-TURN = 0.001
-
-
-def taking_turns(lock: threading.Lock) -> Callable[[], AbstractContextManager[None]]:
-    """A ``hold`` for :meth:`FileRows.refresh`: ``lock`` for each step, then a pause if
-    the step held it longer than the pause."""
-
-    @contextmanager
-    def turn() -> Iterator[None]:
-        started = time.monotonic()
-        with lock:
-            yield
-        if time.monotonic() - started > TURN:
-            time.sleep(TURN)
-
-    return turn
 
 
 def signature_of(stat: os.stat_result, data: bytes) -> Signature:
@@ -146,9 +122,9 @@ class FileRows:
         """Sync every file ``files()`` lists that changed and drop the groups of files gone;
         whether any group's texts changed. ``progress`` is told (files looked at, files)
         after each. The files are listed, each is synced, and those gone are listed again
-        and dropped, each step under ``hold()`` (the daily log's lock): its writers wait
-        for one file, never for a pass over years of them, and what they did between two
-        steps (an append, a claim) is seen as they left it."""
+        and dropped, each step under ``hold()`` (the daily log's lock, taken in turn): its
+        writers wait for one file, never for a pass over years of them, and what they did
+        between two steps (an append, a claim) is seen as they left it."""
         with hold():
             listed = files()
         changed = False

@@ -197,7 +197,7 @@ class DailyIndex:
             else []
         )
         if leaf:
-            found = [c for c in found if set(leaf) <= set(c.terms.split())]
+            found = [c for c in found if set(leaf).issubset(c.terms.split())]
         speakers = {_key(c): c.speaker for c in found}
         if found:
             raw = bm25(found, wanted, statistics, LINE_B)

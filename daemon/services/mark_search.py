@@ -47,17 +47,11 @@ class MarkSearch:
         self._dense = dense
         self._erase_outdated = erase_outdated
 
-    def index(
-        self, store: Store, between: Callable[[], None] | None = None, wait: bool = True
-    ) -> int:
+    def index(self, store: Store, between: Callable[[], None] | None = None) -> int:
         """Turn every queued mark into its row; how many marks were taken off the queue.
-        ``between`` is called between two chunks (it may raise to stop there). Without
-        ``wait``, nothing is done while another thread is at it (the start's indexing of
-        100,000 marks takes a minute)."""
-        if not self._indexing.acquire(blocking=wait):
-            return 0
+        ``between`` is called between two chunks (it may raise to stop there)."""
         done = 0
-        try:
+        with self._indexing:
             while True:
                 taken = store.write_sync(_index_queued)
                 done += taken
@@ -65,8 +59,6 @@ class MarkSearch:
                     return done
                 if between is not None:
                     between()
-        finally:
-            self._indexing.release()
 
     async def index_in_writer(self, store: Store) -> int:
         """:meth:`index`, as the bus's writer's own transactions (no write lock contended

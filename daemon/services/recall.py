@@ -258,14 +258,13 @@ class Memory:
         last = self._marks_indexed
         if last is not None and last[0] == seen[0] and seen[1] - last[1] < MARKS_LOOK:
             return
-        self.index_marks(wait=False)  # (another recall indexing them: what is queued ranks)
+        self.index_marks()
         self._marks_indexed = seen
 
-    def index_marks(self, between: Callable[[], None] | None = None, wait: bool = True) -> None:
+    def index_marks(self, between: Callable[[], None] | None = None) -> None:
         """Index the marks queued since the last look (where this process may write); new
-        rows wake the embedding worker. ``between`` is called between chunks; without
-        ``wait``, nothing is done while another thread indexes them."""
-        if self.store.writer_alive and self.mark_search.index(self.store, between, wait):
+        rows wake the embedding worker. ``between`` is called between chunks."""
+        if self.store.writer_alive and self.mark_search.index(self.store, between):
             self._wake_embedding()
 
     async def index_stored_marks(self) -> None:

@@ -18,6 +18,7 @@ import anyio.to_thread
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 
+from daemon.core.turns import InTurn
 from daemon.store.activity import Activity
 from daemon.store.dense_rows import DenseRows
 from daemon.store.errors import StoreCorrupt, StoreLost
@@ -28,7 +29,6 @@ from daemon.store.seeds import Seeds
 from daemon.store.signals import SignalLog
 from daemon.store.text_index import TextRows
 from daemon.store.tombstones import Tombstones
-from daemon.store.turns import InTurn
 from daemon.store.writer import BatchFunction, Writer
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from daemon.store.turns import InTurn
+from daemon.core.turns import InTurn
 
 
 def test_the_lock_goes_to_whoever_asked_first() -> None:
