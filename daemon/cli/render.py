@@ -23,6 +23,7 @@ from rich.text import Text
 
 from daemon.cli.common import plural, time_zone
 from daemon.core.clock import SECONDS_PER_DAY
+from daemon.core.lines import line_span
 
 if TYPE_CHECKING:
     from daemon.core.records import Seed
@@ -184,7 +185,7 @@ def recall_view(result: dict[str, Any], layers: Sequence[str] | None) -> Rendera
         "daily": lambda: section(
             "daily",
             [
-                excerpt(f"{hit['date']}, {lines(hit['line_range'])}", hit["excerpt"])
+                excerpt(f"{hit['date']}, {line_span(hit['line_range'])}", hit["excerpt"])
                 for hit in result["daily"]
             ],
         ),
@@ -220,11 +221,6 @@ def apart(renderables: Iterable[RenderableType]) -> Group:
     for renderable in renderables:
         parts += [Text(""), renderable] if parts else [renderable]
     return Group(*parts)
-
-
-def lines(line_range: Sequence[int]) -> str:
-    start, end = line_range
-    return f"line {start}" if start == end else f"lines {start}-{end}"
 
 
 def excerpt(head: str, body: str) -> Group:
@@ -305,7 +301,7 @@ def evidence_view(evidence: dict[str, Any]) -> str:
     if evidence.get("note"):
         parts.append(f"note: {evidence['note']}")
     if evidence.get("daily_file"):
-        where = f" {lines(evidence['line_range'])}" if evidence.get("line_range") else ""
+        where = f" {line_span(evidence['line_range'])}" if evidence.get("line_range") else ""
         parts.append(f"daily {evidence['daily_file']}{where}")
     for key, label in (("signal_ids", "signals"), ("compost_ids", "compost")):
         if evidence.get(key):

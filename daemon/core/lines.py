@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def split_lines(data: bytes) -> list[str]:
     """Lines split on ``\\n`` only, so numbering matches what an editor shows; a final
@@ -29,3 +31,9 @@ def lines_between(data: bytes, start: int, end: int) -> list[str] | None:
         piece.decode("utf-8", errors="replace").removesuffix("\r")
         for piece in pieces[start - 1 : end]
     ]
+
+
+def line_span(line_range: Sequence[int]) -> str:
+    """How a person reads a cited range: "line 3" or "lines 3-5"."""
+    start, end = line_range
+    return f"line {start}" if start == end else f"lines {start}-{end}"

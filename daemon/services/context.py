@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from itertools import chain, zip_longest
 from typing import Any
 
+from daemon.core.lines import line_span
 from daemon.schema.recall import MAX_CHARS as MAX_CHARS
 from daemon.schema.recall import MIN_CHARS as MIN_CHARS
 
@@ -62,8 +63,7 @@ def items(recall: dict[str, Any]) -> list[str]:
         for m in recall.get("marks", [])
     ]
     daily = [
-        f"[daily, {d['date']}, daily/{d['date']}.md lines {d['line_range'][0]}-"
-        f"{d['line_range'][1]}]\n{d['excerpt']}"
+        f"[daily, {d['date']}, daily/{d['date']}.md {line_span(d['line_range'])}]\n{d['excerpt']}"
         for d in recall.get("daily", [])
     ]
     substrate = [f"[substrate, {s['file']}]\n{s['excerpt']}" for s in recall.get("substrate", [])]

@@ -19,6 +19,7 @@ import structlog
 from pydantic import BaseModel, StringConstraints, ValidationError
 
 from daemon.config import LLMConfig
+from daemon.core.lines import line_span
 from daemon.llm import chat_client
 from daemon.llm.client import ChatClient, InvalidAnswer, LLMError, json_text
 from daemon.llm.redact import redact_line
@@ -60,7 +61,7 @@ def cited_items(result: RecallResult) -> list[tuple[str, str]]:
         for hit in result.marks
     ]
     items += [
-        (f"daily-{n}", f"log of {h.date}, lines {h.line_range[0]}-{h.line_range[1]}: {h.excerpt}")
+        (f"daily-{n}", f"log of {h.date}, {line_span(h.line_range)}: {h.excerpt}")
         for n, h in enumerate(result.daily, start=1)
     ]
     items += [

@@ -57,9 +57,19 @@ def test_each_item_has_its_kind_strength_date_and_source_strongest_first() -> No
     lines = render(found, "food", 4000).text.splitlines()
     assert lines[1] == "[mark, strength 0.90, 2026-11-30, by agent-chat] user.note: strong"
     assert lines[2].startswith("[mark, strength 0.20")
-    assert lines[3] == "[daily, 2026-11-29, daily/2026-11-29.md lines 3-3]"
+    assert lines[3] == "[daily, 2026-11-29, daily/2026-11-29.md line 3]"
     assert "[substrate, /home/a/USER.md]" in lines
     assert "[compost, template tpl-chef, from 2 retired agents] ask first" in lines
+
+
+def test_a_daily_hit_of_several_lines_names_its_range_and_one_line_names_itself() -> None:
+    daily = [
+        {"date": "2026-11-29", "excerpt": "soup\nbread", "line_range": [2, 3]},
+        {"date": "2026-11-28", "excerpt": "tea", "line_range": [7, 7]},
+    ]
+    text = render(recall(daily=daily), "food", 4000).text
+    assert "[daily, 2026-11-29, daily/2026-11-29.md lines 2-3]" in text
+    assert "[daily, 2026-11-28, daily/2026-11-28.md line 7]" in text
 
 
 def test_a_budget_below_the_envelope_is_refused() -> None:

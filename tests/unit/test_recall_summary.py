@@ -71,7 +71,7 @@ async def test_the_summary_answers_from_the_items_citing_them(server: ChatServer
     prompt = server.user_texts()[0]
     assert "what do I know about arnold?" in prompt
     assert "[mk_arnold] people.arnold.home: Arnold is moving to Lisbon in May." in prompt
-    assert "[daily-1] log of 2026-04-11, lines 2-2: Lunch with Arnold." in prompt
+    assert "[daily-1] log of 2026-04-11, line 2: Lunch with Arnold." in prompt
     assert "4711x" not in json.dumps(server.requests), "items are redacted like daily lines"
 
 
