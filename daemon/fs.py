@@ -12,16 +12,23 @@ symlink (``O_NOFOLLOW``) and never when they are not regular files or have a sec
 link. A path a folder writes therefore always is an entry of that very directory. What it
 creates is private to the user (files 0600, directories 0700) whatever the umask, and an
 appended line is whole or not there at all: a failed write is cut back to the size before.
+
+Whole files (an export's archive, an imported day) are written by :func:`whole_file`: with
+no name until they are whole and durable, so a process killed while writing one leaves no
+partial copy of the memory behind.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 FILE_MODE = 0o600
 DIRECTORY_MODE = 0o700
@@ -244,6 +251,62 @@ def open_folder(path: Path, *, create: bool) -> Iterator[Folder | None]:
         yield Folder(fd, path)
     finally:
         os.close(fd)
+
+
+class WholeFile:
+    """A file being written in a directory, named only by :meth:`name_as`."""
+
+    def __init__(self, file: BinaryIO, hidden: Path | None) -> None:
+        self.file = file
+        self._hidden = hidden  # where the file system cannot keep a file without a name
+
+    def name_as(self, path: Path, *, replace: bool) -> bool:
+        """Make the file durable and give it the name ``path`` (in the directory it was made
+        in), replacing what is there if ``replace``; else whether the name was free."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        source = str(self._hidden or f"/proc/self/fd/{self.file.fileno()}")
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            # A directory descriptor makes os.link a linkat that follows /proc's link to
+            # the file (a plain link() would try to link the symlink itself).
+            if not replace:
+                try:
+                    os.link(source, path.name, dst_dir_fd=directory)
+                except FileExistsError:
+                    return False
+                return True
+            step = f".{path.name}.{secrets.token_hex(8)}"
+            os.link(source, step, dst_dir_fd=directory)
+            try:
+                os.replace(step, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                os.unlink(step, dir_fd=directory)
+                raise
+            return True
+        finally:
+            os.close(directory)
+
+
+@contextmanager
+def whole_file(directory: Path) -> Iterator[WholeFile]:
+    """A new 0600 file in ``directory`` without a name (Linux's ``O_TMPFILE``; elsewhere a
+    hidden temporary name, removed at the end): gone with the process unless named."""
+    hidden = None
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, FILE_MODE)
+    except (AttributeError, OSError) as exc:  # AttributeError: a system without O_TMPFILE
+        if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR):
+            raise
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".cambium.")
+        hidden = Path(name)
+    whole = WholeFile(os.fdopen(fd, "wb"), hidden)
+    try:
+        yield whole
+    finally:
+        whole.file.close()
+        if hidden is not None:
+            hidden.unlink(missing_ok=True)
 
 
 def _open(

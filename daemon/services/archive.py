@@ -12,8 +12,10 @@ same entries, whatever the store, so two exports can be compared by ``content_ha
 Version 1 archives (without live files) are still read.
 
 Neither side holds the memory whole (three years of notes and signals held 1.4 GB to
-export and 2.4 GB to import): export writes each entry to a spool file beside the archive,
-hashing it as it goes, and then the archive from them; import reads the archive twice.
+export and 2.4 GB to import): export writes each entry to a spool beside the archive,
+hashing it as it goes, and then the archive from it; import reads the archive twice. The
+spool and the archive being written have no name in the directory (Linux's ``O_TMPFILE``),
+so an export killed halfway leaves no copy of the memory there.
 Import first checks the format version and every hash before writing anything; then it
 inserts, in one transaction, a batch of rows at a time, every row whose id is not stored yet
 (signals come without deliveries: they are history, not work to do), and writes each daily
@@ -41,6 +43,7 @@ from typing import IO, Any
 
 from daemon.core.clock import iso, utcnow
 from daemon.core.days import InvalidDay, parse_day
+from daemon.fs import whole_file
 from daemon.store import DeliveriesPending, Store, Tx
 
 FORMAT = "cambium-memory-export"
@@ -110,24 +113,28 @@ def _json_line(row: dict[str, Any]) -> bytes:
 
 
 class _Spool:
-    """Entries written to files in ``directory`` and hashed as they are written, for the
+    """Entries written one after another to one file without a name (a process killed
+    mid-export leaves no copy of the memory behind), each hashed as it is written, for the
     manifest that goes before them in the archive."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.files: dict[str, Path] = {}
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
         self.entries: dict[str, dict[str, Any]] = {}
+        self.offsets: dict[str, int] = {}
 
     def write(self, name: str, chunks: Iterable[bytes]) -> None:
-        path = self.directory / str(len(self.files))
+        self.offsets[name] = self.file.tell()
         digest, size = hashlib.sha256(), 0
-        with path.open("wb") as file:
-            for chunk in chunks:
-                file.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-        self.files[name] = path
+        for chunk in chunks:
+            self.file.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
         self.entries[name] = {"sha256": digest.hexdigest(), "bytes": size}
+
+    def read(self, name: str) -> IO[bytes]:
+        """The spool, positioned at the entry (the archive reads its size from there)."""
+        self.file.seek(self.offsets[name])
+        return self.file
 
 
 def _table_rows(tx: Tx) -> dict[str, Iterator[dict[str, Any]]]:
@@ -162,30 +169,22 @@ def _spool_day_files(spool: _Spool, directory: Path, prefix: str) -> None:
 
 
 def export_archive(store: Store, daily_dir: Path, path: Path, now: datetime) -> Manifest:
-    """Write the archive to ``path`` (atomically: a crash leaves no half archive there)."""
+    """Write the archive to ``path`` (atomically: a crash leaves no half archive there, and
+    no spool or partial archive beside it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as spooled:
-        spool = _Spool(Path(spooled))
+    with tempfile.TemporaryFile(dir=path.parent) as spooled, whole_file(path.parent) as whole:
+        spool = _Spool(spooled)
         # One transaction: a consistent snapshot of the tables.
         store.read_sync(partial(_spool_tables, spool))
         _spool_day_files(spool, daily_dir / "archive", DAILY_PREFIX)
         _spool_day_files(spool, daily_dir, LIVE_PREFIX)
         manifest = Manifest(spool.entries, content_hash(spool.entries), iso(now))
         manifest_bytes = json.dumps(manifest.to_json(), indent=2, sort_keys=True).encode() + b"\n"
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(descriptor, "wb") as file:
-                with tarfile.open(fileobj=file, mode="w", format=tarfile.PAX_FORMAT) as archive:
-                    _add(archive, MANIFEST, len(manifest_bytes), io.BytesIO(manifest_bytes), now)
-                    for name in sorted(spool.files):
-                        with spool.files[name].open("rb") as entry:
-                            _add(archive, name, spool.entries[name]["bytes"], entry, now)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        with tarfile.open(fileobj=whole.file, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            _add(archive, MANIFEST, len(manifest_bytes), io.BytesIO(manifest_bytes), now)
+            for name in sorted(spool.entries):
+                _add(archive, name, spool.entries[name]["bytes"], spool.read(name), now)
+        whole.name_as(path, replace=True)
     return manifest
 
 
@@ -395,15 +394,6 @@ def _restore_daily(directory: Path, name: str, blob: bytes, result: Imported) ->
 def _link_new(target: Path, data: bytes) -> bool:
     """Create ``target`` whole or not at all, never replacing a file that appeared meanwhile;
     whether it was created."""
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.link(temporary, target)
-    except FileExistsError:
-        return False
-    finally:
-        Path(temporary).unlink(missing_ok=True)
-    return True
+    with whole_file(target.parent) as whole:
+        whole.file.write(data)
+        return whole.name_as(target, replace=False)

@@ -195,6 +195,31 @@ def test_export_and_import_hold_a_batch_of_rows_not_the_whole_memory(
 
 
 @pytest.mark.asyncio
+async def test_an_export_killed_halfway_leaves_no_copy_of_the_memory_beside_the_archive(
+    source: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool and the archive being written have no name: whenever a SIGKILL comes,
+    nothing of the memory stays behind in the directory (the spool was a hidden directory
+    of every entry, the partial archive a hidden file, both left there by a kill)."""
+    await simulate_week(source, tmp_path / "daily")
+    out = tmp_path / "exports"
+    out.mkdir()
+    (out / "older.tar").write_bytes(b"an earlier export")
+    seen: list[list[str]] = []
+    add = archive._add
+
+    def add_and_look(*args: object) -> None:
+        seen.append(sorted(p.name for p in out.iterdir()))  # what a kill now would leave
+        add(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(archive, "_add", add_and_look)
+    export_archive(source, tmp_path / "daily", out / "memory.tar", T0)
+    assert len(seen) > 10 and all(names == ["older.tar"] for names in seen), seen
+    assert sorted(p.name for p in out.iterdir()) == ["memory.tar", "older.tar"]
+    assert read_archive(out / "memory.tar").entries.keys() >= {"marks.jsonl", "signals.jsonl"}
+
+
+@pytest.mark.asyncio
 async def test_a_flipped_byte_is_refused_naming_the_entry_and_nothing_is_written(
     source: Store, store: Store, tmp_path: Path
 ) -> None:

@@ -24,7 +24,7 @@ import pytest
 import structlog
 
 from daemon.files.daily import DailyLog
-from daemon.fs import Folder, RefusedFile, make_private_file, read_regular
+from daemon.fs import Folder, RefusedFile, make_private_file, read_regular, whole_file
 
 DAY = date(2026, 4, 11)
 NAME = "2026-04-11.md"
@@ -451,3 +451,26 @@ def test_an_append_that_hits_a_full_disk_leaves_no_partial_line(directory: Path)
     # The retry (with room again) appends the whole line once, on a line of its own.
     DailyLog(directory).append(DAY, "a line much longer than ten bytes")
     assert DailyLog(directory).read(DAY) == ["before", "a line much longer than ten bytes"]
+
+
+@pytest.mark.parametrize("nameless", [True, False], ids=["O_TMPFILE", "hidden-name"])
+def test_a_whole_file_is_named_only_once_written_and_never_over_a_newer_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nameless: bool
+) -> None:
+    """Written without a name (or, on a system without O_TMPFILE, under a hidden one that
+    is removed), private, and named only once whole; a name taken meanwhile is kept."""
+    if not nameless:
+        monkeypatch.delattr(os, "O_TMPFILE")
+    with whole_file(tmp_path) as whole:
+        whole.file.write(b"the memory")
+        assert len(list(tmp_path.iterdir())) == (0 if nameless else 1)
+        assert whole.name_as(tmp_path / "export.tar", replace=True)
+    with whole_file(tmp_path) as whole:
+        whole.file.write(b"the memory, later")
+        assert whole.name_as(tmp_path / "export.tar", replace=True)
+    with whole_file(tmp_path) as whole:
+        whole.file.write(b"someone else's")
+        assert not whole.name_as(tmp_path / "export.tar", replace=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["export.tar"]
+    assert (tmp_path / "export.tar").read_bytes() == b"the memory, later"
+    assert stat.S_IMODE((tmp_path / "export.tar").stat().st_mode) == 0o600
