@@ -35,6 +35,7 @@ import os
 import tarfile
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -197,10 +198,25 @@ def _add(archive: tarfile.TarFile, name: str, size: int, data: IO[bytes], now: d
 def read_archive(path: Path) -> Manifest:
     """The archive's manifest, once every entry was checked against it (each read a piece
     at a time, never held); raises :class:`ArchiveRefused` naming what is wrong."""
+    with _opened(path) as file:
+        return _checked(file, path)
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[IO[bytes]]:
+    try:
+        file = path.open("rb")
+    except OSError as exc:
+        raise ArchiveRefused(f"cannot read {path}: {exc.strerror or exc}") from None
+    with file:
+        yield file
+
+
+def _checked(file: IO[bytes], path: Path) -> Manifest:
     manifest_blob: bytes | None = None
     digests: dict[str, str] = {}
     try:
-        with tarfile.open(path, mode="r:") as archive:
+        with tarfile.open(fileobj=file, mode="r:") as archive:
             for member in archive:
                 if not member.isfile():
                     raise ArchiveRefused("not a regular file", member.name)
@@ -275,11 +291,15 @@ def _check_daily_name(name: str, version: int) -> None:
         raise ArchiveRefused(str(exc), name) from None
 
 
-def _batches(name: str, data: IO[bytes]) -> Iterator[list[dict[str, Any]]]:
-    """The rows of a JSON lines entry, :data:`BATCH` at a time."""
+def _batches(name: str, data: IO[bytes], sha256: str) -> Iterator[list[dict[str, Any]]]:
+    """The rows of a JSON lines entry, :data:`BATCH` at a time; the last one only once the
+    entry proved to be what was checked (it is read again: the file may have changed)."""
     batch: list[dict[str, Any]] = []
+    digest = hashlib.sha256()
     try:
-        for line in io.TextIOWrapper(data, encoding="utf-8", newline="\n"):
+        for raw in data:
+            digest.update(raw)
+            line = raw.decode()
             if not line.strip():
                 continue
             row = json.loads(line)
@@ -293,54 +313,75 @@ def _batches(name: str, data: IO[bytes]) -> Iterator[list[dict[str, Any]]]:
         raise
     except ValueError as exc:  # (not JSON, or not UTF-8)
         raise ArchiveRefused(f"not JSON lines ({exc})", name) from None
+    _unchanged(name, digest, sha256)
     if batch:
         yield batch
+
+
+def _unchanged(name: str, digest: Any, sha256: str) -> None:
+    if digest.hexdigest() != sha256:
+        raise ArchiveRefused(
+            "changed while it was imported (import it again once it is whole: what was "
+            "imported before this entry is not imported twice)",
+            name,
+        )
 
 
 def import_archive(store: Store, daily_dir: Path, path: Path) -> Imported:
     """Check the whole archive, then add what is not there yet. Raises
     :class:`ArchiveRefused` (nothing written) for an archive that fails any check, or whose
     live daily file would replace one with other lines."""
-    read_archive(path)
     now = utcnow()
     result = Imported()
-    with tarfile.open(path, mode="r:") as archive:
-        members = {member.name: member for member in archive.getmembers()}
+    # One open file for the check and the import: an archive renamed over this one meanwhile
+    # is not read; one written over in place fails its entry's hash, read again below.
+    with _opened(path) as file:
+        manifest = _checked(file, path)
+        file.seek(0)
+        with tarfile.open(fileobj=file, mode="r:") as archive:
+            members = {member.name: member for member in archive.getmembers()}
 
-        def entry(name: str) -> IO[bytes]:
-            extracted = archive.extractfile(members[name])
-            assert extracted is not None
-            return extracted
+            def entry(name: str) -> IO[bytes]:
+                extracted = archive.extractfile(members[name])
+                assert extracted is not None
+                return extracted
 
-        def rows(table: str) -> Iterator[list[dict[str, Any]]]:
-            name = f"{table}.jsonl"
-            return _batches(name, entry(name)) if name in members else iter(())
+            def blob(name: str) -> bytes:
+                data = entry(name).read()
+                _unchanged(name, hashlib.sha256(data), manifest.entries[name]["sha256"])
+                return data
 
-        def restore(tx: Tx) -> None:
-            for batch in rows("signals"):
-                result.signals += tx.signals.restore(batch, now)
-            for batch in rows("marks"):
-                result.marks += tx.marks.restore(batch, [])
-            for batch in rows("reinforcements"):  # (after every mark: they refer to one)
-                tx.marks.restore([], batch)
-            for batch in rows("seeds"):
-                tx.seeds.restore(batch)
-            for batch in rows("tombstones"):
-                tx.tombstones.restore(batch)
+            def rows(table: str) -> Iterator[list[dict[str, Any]]]:
+                name = f"{table}.jsonl"
+                if name not in members:
+                    return iter(())
+                return _batches(name, entry(name), manifest.entries[name]["sha256"])
 
-        live = _live_to_write(
-            daily_dir, {n: entry(n).read() for n in sorted(members) if n.startswith(LIVE_PREFIX)}
-        )
-        try:
-            store.write_sync(restore)
-        except DeliveriesPending as exc:
-            raise ArchiveRefused(str(exc)) from None
-        for name in sorted(n for n in members if n.startswith(DAILY_PREFIX)):
-            _restore_daily(daily_dir / "archive", name, entry(name).read(), result)
+            def restore(tx: Tx) -> None:
+                for batch in rows("signals"):
+                    result.signals += tx.signals.restore(batch, now)
+                for batch in rows("marks"):
+                    result.marks += tx.marks.restore(batch, [])
+                for batch in rows("reinforcements"):  # (after every mark: they refer to one)
+                    tx.marks.restore([], batch)
+                for batch in rows("seeds"):
+                    tx.seeds.restore(batch)
+                for batch in rows("tombstones"):
+                    tx.tombstones.restore(batch)
+
+            live = _live_to_write(
+                daily_dir, {n: blob(n) for n in sorted(members) if n.startswith(LIVE_PREFIX)}
+            )
+            try:
+                store.write_sync(restore)
+            except DeliveriesPending as exc:
+                raise ArchiveRefused(str(exc)) from None
+            for name in sorted(n for n in members if n.startswith(DAILY_PREFIX)):
+                _restore_daily(daily_dir / "archive", name, blob(name), result)
     daily_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for name, blob in live.items():
+    for name, data in live.items():
         target = daily_dir / name.removeprefix(LIVE_PREFIX)
-        if _link_new(target, blob):
+        if _link_new(target, data):
             result.live_files += 1
         else:  # the day was written on while we imported: the person's file is kept
             result.daily_conflicts.append(str(target))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import tarfile
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -237,6 +238,55 @@ async def test_a_flipped_byte_is_refused_naming_the_entry_and_nothing_is_written
     assert "SHA-256 does not match" in str(refused.value)
     assert counts(store) == (0, 0, 0, 0)
     assert not (tmp_path / "target-daily").exists()
+
+
+@pytest.mark.asyncio
+async def test_an_archive_changed_between_its_check_and_its_import_is_never_imported_unchecked(
+    source: Store, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive was opened twice, once to check it and once to import it: what was
+    imported need not be what was checked. Now one open file serves both, and every entry
+    is checked again as it is imported."""
+    await simulate_week(source, tmp_path / "daily")
+    week = tmp_path / "week.tar"
+    export_archive(source, tmp_path / "daily", week, T0)
+    with tarfile.open(week) as tar:
+        offset = tar.getmember("marks.jsonl").offset_data
+    other = tmp_path / "other.tar"
+    export_archive(store, tmp_path / "nothing", other, T0)  # an empty memory's archive
+    checked = archive._checked
+
+    def then_replaced(file: object, path: Path) -> archive.Manifest:
+        manifest = checked(file, path)  # type: ignore[arg-type]
+        os.replace(other, week)  # say, an export to the same path finishing now
+        return manifest
+
+    monkeypatch.setattr(archive, "_checked", then_replaced)
+    imported = import_archive(store, tmp_path / "elsewhere", week)
+    assert imported.marks > 10 and counts(store) == counts(source), "the file checked"
+
+    export_archive(source, tmp_path / "daily", week, T0)
+    fresh = tmp_path / "fresh.db"
+    upgrade(f"sqlite:///{fresh}")
+    target = Store(f"sqlite:///{fresh}")
+
+    def then_flipped(file: object, path: Path) -> archive.Manifest:
+        manifest = checked(file, path)  # type: ignore[arg-type]
+        with path.open("r+b") as same:  # written over in place
+            same.seek(offset + 40)
+            byte = same.read(1)
+            same.seek(offset + 40)
+            same.write(bytes([byte[0] ^ 0x01]))
+        return manifest
+
+    monkeypatch.setattr(archive, "_checked", then_flipped)
+    try:
+        with pytest.raises(ArchiveRefused, match="changed while it was imported") as refused:
+            import_archive(target, tmp_path / "target-daily", week)
+        assert refused.value.entry == "marks.jsonl"
+        assert counts(target) == (0, 0, 0, 0)
+    finally:
+        target.close()
 
 
 def test_an_unknown_format_version_is_refused(tmp_path: Path) -> None:
