@@ -110,5 +110,13 @@ async def report(services: Services) -> dict[str, Any]:
         # "preparing" while the start brings the text index up to date (minutes after an
         # upgrade of years of notes): recall answers meanwhile, from what is indexed.
         "index": "ready" if services.memory.prepared.is_set() else "preparing",
+        **_preparation(services.memory.preparation),
         **embedding,
     }
+
+
+def _preparation(at: tuple[str, int, int] | None) -> dict[str, Any]:
+    if at is None:
+        return {}
+    layer, done, total = at
+    return {"preparation": {"layer": layer, "done": done, "total": total}}

@@ -378,7 +378,13 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
         ("substrate", Text("\n".join(_watched(watched)))),
     ]
     if health.get("index") == "preparing":  # an older daemon says nothing: it is ready
-        shown.append(("index", "preparing: recall answers from what is indexed so far"))
+        shown.append(
+            (
+                "index",
+                f"{_preparing(health.get('preparation'))}; recall answers from what is "
+                "indexed so far",
+            )
+        )
     embedding = health.get("embedding")
     if embedding:  # semantic recall on
         shown.append(
@@ -388,6 +394,15 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
             )
         )
     return fields(shown)
+
+
+def _preparing(at: dict[str, Any] | None) -> str:
+    """ "preparing, daily files 412 of 1,098 looked at" (the marks with no count)."""
+    if not at:
+        return "preparing"
+    if at["total"]:
+        return f"preparing, {at['layer']} files {at['done']:,} of {at['total']:,} looked at"
+    return f"preparing, {at['layer']}"
 
 
 def covered(semantic: dict[str, Any]) -> str:

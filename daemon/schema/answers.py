@@ -142,6 +142,16 @@ class Embedding(Covered):
     lines_per_second: float
 
 
+class Preparation(_Answer):
+    """Where the start's bringing of the text index up to date is (health, while the index
+    is "preparing"): the layer, and for the daily layer the files looked at of ``total``
+    (0 and 0 where a layer does not count)."""
+
+    layer: str  # marks | daily | substrate and compost | word counts
+    done: int
+    total: int
+
+
 class ContextBlock(_Answer):
     """Prompt-ready text: whole items inside an untrusted-data envelope, at most
     ``max_chars`` long."""
@@ -187,4 +197,5 @@ class Health(_Answer):
     rhythms: dict[str, datetime | None]
     substrate: dict[str, list[str]]
     index: str = "ready"  # or "preparing": the start is bringing the text index up to date
+    preparation: Preparation | None = None  # while preparing
     embedding: Embedding | None = None  # only with semantic recall on

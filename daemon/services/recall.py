@@ -181,6 +181,9 @@ class Memory:
     # from what is indexed so far instead of bringing the index up to date itself (the
     # first after importing three years of notes took 58 s).
     preparing: threading.Event = field(default_factory=threading.Event)
+    # How far the preparation is: the layer it is at, and where it says (the daily layer:
+    # files looked at, of how many), for health and ``cambium status``.
+    preparation: tuple[str, int, int] | None = None
     monotonic: Callable[[], float] = time.monotonic
     # This process's writer's transactions and the clock when a recall last indexed the
     # marks' queue (see :meth:`index_new_marks`).
@@ -223,23 +226,30 @@ class Memory:
         of marks, once :attr:`stopping` is set (what was written stays: the next start
         resumes); sets :attr:`prepared` once it went through."""
 
-        def go_on(*_: int) -> None:
-            if self.stopping.is_set():
-                raise _Stopped
+        def at(layer: str) -> Callable[..., None]:
+            def go_on(done: int = 0, total: int = 0) -> None:
+                if self.stopping.is_set():
+                    raise _Stopped
+                self.preparation = (layer, done, total)
+
+            go_on()
+            return go_on
 
         try:
-            self.index_marks(go_on)
-            self.daily.refresh(go_on)
-            go_on()
+            self.index_marks(at("marks"))
+            self.daily.refresh(at("daily"))
+            at("substrate and compost")
             self.substrate.prepare_search()
             self.compost.refresh()
+            counting = at("word counts")
             for layer in LAYERS:
-                go_on()
+                counting()
                 self.store.read_sync(partial(_keep_common_counts, layer))
         except _Stopped:
             return
         finally:
             self.preparing.clear()
+            self.preparation = None
         self.prepared.set()
         self._wake_embedding()
 

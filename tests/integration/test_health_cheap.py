@@ -6,11 +6,13 @@ after a second (another daemon's changes)."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from support import FAST_RETRY, T0, emit_and_settle, make_signal
@@ -139,3 +141,33 @@ async def test_health_says_the_index_is_preparing_until_the_start_has_brought_it
         assert (await api.get("/v1/health")).json()["index"] == "preparing"
         memory.prepare_search()
         assert (await api.get("/v1/health")).json()["index"] == "ready"
+
+
+@pytest.mark.asyncio
+async def test_health_says_how_far_the_preparation_is_and_nothing_once_it_is_done(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an import of three years of notes the start's preparation takes a minute:
+    "preparing" alone said neither where it was nor how much was left."""
+    async with serving(store, tmp_path, notes_with(tmp_path, "a.md")) as (api, memory, _):
+        reached, go_on = threading.Event(), threading.Event()
+
+        def refresh(progress: Any = None, most: Any = None) -> bool:
+            progress(412, 1098)  # as the daily layer reports each file it looked at
+            reached.set()
+            go_on.wait(10)
+            return True
+
+        monkeypatch.setattr(memory.daily, "refresh", refresh)
+        preparing = threading.Thread(target=memory.prepare_search)
+        preparing.start()
+        try:
+            assert await anyio.to_thread.run_sync(reached.wait, 10)
+            health = (await api.get("/v1/health")).json()
+            assert health["index"] == "preparing"
+            assert health["preparation"] == {"layer": "daily", "done": 412, "total": 1098}
+        finally:
+            go_on.set()
+            await anyio.to_thread.run_sync(preparing.join)
+        health = (await api.get("/v1/health")).json()
+        assert health["index"] == "ready" and health.get("preparation") is None

@@ -31,9 +31,18 @@ def shown(health: dict[str, Any]) -> str:
 
 def test_the_index_is_mentioned_only_while_it_is_prepared() -> None:
     preparing = shown(HEALTH | {"index": "preparing"})
-    assert "preparing: recall answers from what is indexed so far" in preparing
+    assert "preparing; recall answers from what is indexed so far" in preparing
     assert "preparing" not in shown(HEALTH | {"index": "ready"})
     assert "preparing" not in shown(HEALTH)  # an older daemon
+    at = {"layer": "daily", "done": 412, "total": 1098}
+    assert (
+        "preparing, daily files 412 of 1,098 looked at; recall answers from what is indexed"
+        in shown(HEALTH | {"index": "preparing", "preparation": at})
+    )
+    marks = {"layer": "marks", "done": 0, "total": 0}
+    assert "preparing, marks; recall" in shown(
+        HEALTH | {"index": "preparing", "preparation": marks}
+    )
 
 
 def test_a_vault_of_notes_is_counted_not_listed_whole() -> None:
