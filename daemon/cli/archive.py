@@ -68,17 +68,23 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
     Example:
       cambium import ~/cambium-2026-12-01.tar
     """
-    from daemon.cli.common import reading_store
+    from daemon.cli.common import missing_database, reading_store, store_failures
     from daemon.cli.progress import working
-    from daemon.services.archive import ArchiveRefused
+    from daemon.services.archive import ArchiveChanged, ArchiveRefused
     from daemon.services.archive import import_archive as run_import
+    from daemon.store.migrate import upgrade
 
     if not path.is_file():
         raise BadInput(f"bad PATH: {path} is not a file")
     config = load(config_path)
+    if missing_database(config) is not None:  # a new home (restoring onto a new machine)
+        with store_failures(config.store.url, "cannot create", also=(OSError,)):
+            upgrade(config.store.url)
     with reading_store(config) as store, working(f"importing {path}"):
         try:
             result = run_import(store, config.paths.daily, path)
+        except ArchiveChanged as exc:
+            raise Failure(f"stopped: {exc}") from None
         except ArchiveRefused as exc:
             raise Failure(f"refused, nothing was imported: {exc}") from None
     if as_json:

@@ -66,6 +66,12 @@ class ArchiveRefused(ValueError):
         self.entry = entry
 
 
+class ArchiveChanged(ArchiveRefused):
+    """An entry read again to be imported is not what was checked (the file was written
+    over meanwhile): the import stopped there. Its rows were rolled back; daily files
+    written before it stay (importing again once the archive is whole adds the rest)."""
+
+
 @dataclass(frozen=True)
 class Manifest:
     entries: dict[str, dict[str, Any]]  # name -> {"sha256", "bytes"}
@@ -320,9 +326,9 @@ def _batches(name: str, data: IO[bytes], sha256: str) -> Iterator[list[dict[str,
 
 def _unchanged(name: str, digest: Any, sha256: str) -> None:
     if digest.hexdigest() != sha256:
-        raise ArchiveRefused(
-            "changed while it was imported (import it again once it is whole: what was "
-            "imported before this entry is not imported twice)",
+        raise ArchiveChanged(
+            "changed while it was imported: import it again once it is whole (nothing is "
+            "imported twice)",
             name,
         )
 

@@ -113,6 +113,22 @@ def test_read_commands_without_a_database_say_how_to_get_one(home: DaemonHome) -
     assert as_json(home, "memory", "seeds") == []
 
 
+def test_an_import_into_a_new_home_makes_its_database(home: DaemonHome, tmp_path: Path) -> None:
+    """Restoring onto a new machine is `cambium init` and then `cambium import`: the import
+    said "no database: run `cambium db upgrade`" instead of making it, as a start would."""
+    other = DaemonHome(tmp_path / "old")
+    assert other.cli("db", "upgrade").returncode == 0
+    (other.root / "memory/daily/2026-11-30.md").write_text("lentil soup for lunch\n")
+    assert other.cli("export", str(tmp_path / "memory.tar")).returncode == 0
+    assert not (home.root / "cambium.db").exists()
+    assert "1 live daily file" in ok(home, "import", str(tmp_path / "memory.tar"))
+    assert (home.root / "cambium.db").stat().st_mode & 0o777 == 0o600
+    assert ok(home, "signals") == "no signals\n"  # a database at the schema's head
+    ok(home, "index", "rebuild")  # (or the daemon's start)
+    answer = as_json(home, "memory", "recall", "lentil", "--horizon", "all")
+    assert [hit["date"] for hit in answer["daily"]] == ["2026-11-30"]
+
+
 def test_recall_and_substrate_answer_from_the_files_before_the_first_start(
     home: DaemonHome,
 ) -> None:
