@@ -292,12 +292,14 @@ class WholeFile:
 def whole_file(directory: Path) -> Iterator[WholeFile]:
     """A new 0600 file in ``directory`` without a name (Linux's ``O_TMPFILE``; elsewhere a
     hidden temporary name, removed at the end): gone with the process unless named."""
-    hidden = None
-    try:
-        fd = os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, FILE_MODE)
-    except (AttributeError, OSError) as exc:  # AttributeError: a system without O_TMPFILE
-        if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR):
-            raise
+    hidden, fd = None, -1
+    if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):  # (named through /proc)
+        try:
+            fd = os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, FILE_MODE)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR):  # (a file system without)
+                raise
+    if fd < 0:
         fd, name = tempfile.mkstemp(dir=directory, prefix=".cambium.")
         hidden = Path(name)
     whole = WholeFile(os.fdopen(fd, "wb"), hidden)
