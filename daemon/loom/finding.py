@@ -47,6 +47,7 @@ async def search_page(request: Request, loom: Pages) -> HTMLResponse:
         "search.html",
         q=words,
         result=result,
+        limit=query.limit,
         anchors=[anchor_of(hit) for hit in result.daily],
         block=context.render(result.to_json(), words, DEFAULT_CHARS),
     )

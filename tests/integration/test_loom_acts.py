@@ -61,6 +61,8 @@ async def test_one_box_searches_every_layer_and_shows_the_context_block(
         assert block[1].startswith("&lt;&lt;&lt;memory about &#34;lentil&#34;")
         assert "user.food.lunch: likes lentil soup" in block[1]
         assert 'value="lentil"' in page  # the box keeps the words
+        # (It said "the best 10 of each" above 20 daily excerpts: the cited lines come too.)
+        assert "(the best 10 of each, as recall gives them; the daily excerpts also" in page
 
         empty = await loom.page("/loom/search")
         assert "Type words or a subject" in empty and "context-block" not in empty
