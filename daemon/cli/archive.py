@@ -97,3 +97,9 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
     )
     for conflict in result.daily_conflicts:
         click.echo(f"kept your {conflict}: it differs from the archive's", err=True)
+    if result.daily_files or result.live_files:
+        click.echo(
+            "recall finds their lines once the daemon has indexed them (a running one "
+            "starts at the next recall, a stopped one at its start), or now: `cambium "
+            "index rebuild`"
+        )

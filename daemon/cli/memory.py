@@ -33,7 +33,8 @@ from daemon.cli.writing import consolidate, mark, note
 if TYPE_CHECKING:
     from daemon.config import Config
     from daemon.schema.recall import RecallQuery
-    from daemon.services.recall import Memory, RecallResult
+    from daemon.services.recall import Memory
+    from daemon.services.recall_result import RecallResult
     from daemon.store import Store
 
 

@@ -107,6 +107,7 @@ class DailyLog:
         self.rows = DailyRows(MemoryTextIndex() if index is None else index, split_lines)
         self._index = DailyIndex(self.rows.index, self.numbered_bytes, dense)
         self.hand_edits = HandEdits(look_every, monotonic)
+        self.behind = False  # the last search found more changed files than it would read
         self._warned: set[str] = set()
         self._changed: list[Callable[[], None]] = []
         self._redacted: list[Redacted] = []
@@ -361,8 +362,10 @@ class DailyLog:
         hand are looked for first when a look is due (:mod:`daemon.files.hand_edits`), unless
         it would read over ``most`` files (the start's pass over years of files not indexed
         yet takes a minute): then the index as it is answers, and the look stays due."""
-        if self.hand_edits.take_look() and not self.refresh(most=most):
-            self.hand_edits.look_again()
+        if self.hand_edits.take_look():
+            self.behind = not self.refresh(most=most)
+            if self.behind:
+                self.hand_edits.look_again()
         return self._index.search(query, since=since, limit=limit)
 
     def refresh(

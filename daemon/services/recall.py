@@ -27,25 +27,28 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
+import structlog
+
 from daemon.config import Config, ConfigError, LLMConfig, RecallConfig
-from daemon.core.clock import iso
 from daemon.core.records import ENDED_MARK_STATES, Mark
-from daemon.core.strength import Strength, strength
+from daemon.core.strength import strength
 from daemon.core.text_rows import LAYERS
-from daemon.core.vectors import Coverage
-from daemon.files.compost import Compost, CompostHit
+from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.substrate import Substrate, SubstrateHit
 from daemon.schema.recall import RecallQuery, horizon_start
 from daemon.search.daily import DailyHit, joined
 from daemon.search.memory_index import MemoryTextIndex
 from daemon.services.mark_search import MarkSearch
+from daemon.services.recall_result import MarkHit, RecallResult
 from daemon.store import Store, StoreTextIndex, Tx
 
 if TYPE_CHECKING:  # the semantic extra is imported only when it is on
     from daemon.services.semantic_recall import SemanticRecall
 
 T = TypeVar("T")
+
+log = structlog.get_logger("cambium.recall")
 
 DEFAULT_DAILY_HORIZON = timedelta(days=7)
 
@@ -56,106 +59,23 @@ HAND_EDITS_LOOK = 5.0
 # How often (seconds) recall looks for marks another process queued (see
 # :meth:`Memory.index_new_marks`).
 MARKS_LOOK = 1.0
-# While the daemon's start brings the index up to date, a recall reads at most this many
-# changed daily files itself (a few days edited while the daemon was down); more is a
-# build (years of notes not indexed yet: a minute), which the start's pass does.
-LOOK_WHILE_PREPARING = 20
-
-
-@dataclass(frozen=True)
-class MarkHit:
-    mark: Mark
-    strength: Strength
-
-    def to_json(self, *, history: bool = False, explain: bool = False) -> dict[str, Any]:
-        """The documented shape; with ``history``, also how the mark ended and its links;
-        with ``explain``, those and how its strength got there (the CLI's text view)."""
-        m = self.mark
-        shown = self._shown()
-        if history or explain:
-            shown |= {
-                "supersedes": m.supersedes,
-                "superseded_by": m.superseded_by,
-                "ended_at": iso(m.ended_at) if m.ended_at else None,
-                "ended_reason": m.ended_reason,
-            }
-        if explain:
-            s = self.strength
-            shown["strength"] = {
-                "value": s.value,
-                "initial": s.initial,
-                "half_life_days": s.half_life_days,
-                "age_days": s.age_days,
-                "base": s.base,
-                "reinforcements": [
-                    {"at": iso(part.at), "delta": part.delta, "now": part.now}
-                    for part in s.reinforcements
-                ],
-            }
-        return shown
-
-    def _shown(self) -> dict[str, Any]:
-        m = self.mark
-        return {
-            "id": m.id,
-            "subject": m.subject,
-            "observation": m.observation,
-            "current_strength": round(self.strength.value, 6),
-            "state": m.state,
-            "observed_by": m.observed_by,
-            "first_observed_at": iso(m.first_observed_at),
-            "last_reinforced_at": iso(m.last_reinforced_at),
-            "reinforcement_count": m.reinforcement_count,
-            "provenance": m.provenance,
-            "evidence": m.evidence,
-        }
-
-
-@dataclass(frozen=True)
-class RecallResult:
-    substrate: list[SubstrateHit]
-    marks: list[MarkHit]
-    daily: list[DailyHit]
-    compost: list[CompostHit]
-    summary: str | None = None
-    history: bool = False  # marks carry their supersede links and end
-    # With semantic recall on: how much was embedded when this was ranked (the rest was
-    # ranked lexically).
-    semantic: Coverage | None = None
-
-    def to_json(self, *, explain: bool = False) -> dict[str, Any]:
-        """The documented shape (SPEC §6), and with semantic recall on its coverage; with
-        ``explain``, each mark also says how its strength got there and how it ended (the
-        CLI's text view)."""
-        shown: dict[str, Any] = {
-            "substrate": [
-                {"file": h.file, "excerpt": h.excerpt, "reason": h.reason} for h in self.substrate
-            ],
-            "marks": [h.to_json(history=self.history, explain=explain) for h in self.marks],
-            "daily": [
-                {"date": h.date, "excerpt": h.excerpt, "line_range": list(h.line_range)}
-                for h in self.daily
-            ],
-            "compost": [
-                {
-                    "template_id": h.template_id,
-                    "learning": h.learning,
-                    "source_agent_count": h.source_agent_count,
-                }
-                for h in self.compost
-            ],
-            "summary": self.summary,
-        }
-        if self.semantic is not None:
-            shown["semantic"] = {
-                "embedded": self.semantic.embedded,
-                "total": self.semantic.total,
-            }
-        return shown
+# A recall reads at most this many changed daily files itself (a few days edited by hand,
+# or while the daemon was down), and indexes at most one chunk of queued marks; more is a
+# build (years of notes not indexed yet, after an import or an upgrade: a minute), which
+# the daemon's preparation does in the background (see :meth:`Memory.catch_up`).
+READ_IN_A_RECALL = 20
 
 
 class _Stopped(Exception):
     """The daemon stops: a preparation gives up where it is."""
+
+
+class _Behind(Exception):
+    """More marks are queued than a recall indexes itself."""
+
+
+def _one_chunk() -> None:
+    raise _Behind
 
 
 @dataclass
@@ -188,6 +108,7 @@ class Memory:
     # This process's writer's transactions and the clock when a recall last indexed the
     # marks' queue (see :meth:`index_new_marks`).
     _marks_indexed: tuple[int, float] | None = field(default=None, init=False)
+    _catching_up: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @classmethod
     def from_config(cls, config: Config, store: Store, *, daemon: bool = False) -> Memory:
@@ -235,6 +156,7 @@ class Memory:
             go_on()
             return go_on
 
+        started = self.monotonic()
         try:
             self.index_marks(at("marks"))
             self.daily.refresh(at("daily"))
@@ -251,6 +173,7 @@ class Memory:
             self.preparing.clear()
             self.preparation = None
         self.prepared.set()
+        log.info("text index up to date", seconds=round(self.monotonic() - started, 3))
         self._wake_embedding()
 
     def index_new_marks(self) -> None:
@@ -268,8 +191,27 @@ class Memory:
         last = self._marks_indexed
         if last is not None and last[0] == seen[0] and seen[1] - last[1] < MARKS_LOOK:
             return
-        self.index_marks()
+        try:
+            self.index_marks(_one_chunk)
+        except _Behind:  # (meanwhile what is queued ranks, as during the start's)
+            self.catch_up()
         self._marks_indexed = seen
+
+    def catch_up(self) -> None:
+        """Bring the index up to date in a thread of its own, as the daemon's start does,
+        unless that is under way: a recall found more to read or index than it does itself
+        (three years imported into a running daemon: the next recall took 60 s). Recall
+        answers from what is indexed meanwhile; health says "preparing". Only where this
+        process keeps the index (the daemon)."""
+        if not self.store.writer_alive:
+            return
+        with self._catching_up:
+            if self.preparing.is_set():
+                return
+            self.preparing.set()
+            self.prepared.clear()
+        log.info("bringing the text index up to date: a recall found more to read than it does")
+        threading.Thread(target=self.prepare_search, name="cambium-catch-up", daemon=True).start()
 
     def index_marks(self, between: Callable[[], None] | None = None) -> None:
         """Index the marks queued since the last look (where this process may write); new
@@ -344,11 +286,13 @@ def _recall(query: RecallQuery, memory: Memory, now: datetime) -> RecallResult:
             query.about,
             since=lines_since,
             limit=query.limit,
-            most=LOOK_WHILE_PREPARING if memory.preparing.is_set() else None,
+            most=READ_IN_A_RECALL,
         )
         if "daily" in layers
         else []
     )
+    if memory.daily.behind:
+        memory.catch_up()
     compost = memory.compost.search(query.about, query.limit) if "compost" in layers else []
     marks = _marks(query, memory, now, since) if "marks" in layers else []
     # What the marks refer to and cite comes first in its layer.

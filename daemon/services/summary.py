@@ -23,7 +23,7 @@ from daemon.core.lines import line_span
 from daemon.llm import chat_client
 from daemon.llm.client import ChatClient, InvalidAnswer, LLMError, json_text
 from daemon.llm.redact import redact_line
-from daemon.services.recall import RecallResult
+from daemon.services.recall_result import RecallResult
 
 log = structlog.get_logger("cambium.summary")
 

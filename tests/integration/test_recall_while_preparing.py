@@ -16,8 +16,10 @@ from test_recall import T0, memory, vegetables  # noqa: F401 (the fixture)
 from daemon.files.daily import DailyLog
 from daemon.files.hand_edits import HandEdits
 from daemon.schema.recall import RecallQuery
+from daemon.services import mark_search
 from daemon.services import recall as recall_module
-from daemon.services.recall import Memory, RecallResult, recall
+from daemon.services.recall import Memory, recall
+from daemon.services.recall_result import RecallResult
 
 
 def recalled_within(of: Memory, about: str, seconds: float) -> RecallResult | None:
@@ -41,7 +43,7 @@ def test_a_recall_while_the_start_prepares_answers_from_what_is_indexed_so_far(
         preparing = threading.Thread(target=memory.prepare_search)
         preparing.start()
         # More files to read than a recall reads itself: a build, left to the start.
-        monkeypatch.setattr(recall_module, "LOOK_WHILE_PREPARING", 0)
+        monkeypatch.setattr(recall_module, "READ_IN_A_RECALL", 0)
         answer = recalled_within(memory, "Arnold recommended", 5)
         assert answer is not None, "the recall waited for the start's preparation"
         assert [m.mark.id for m in answer.marks] == ["m1"]  # ranked from the queue
@@ -101,3 +103,47 @@ def test_a_note_during_a_look_at_every_file_waits_for_one_file_not_the_whole_loo
     for word, day in (("line0", days[0]), ("line1", days[1]), ("noted", days[2])):
         assert [h.date for h in daily._index.search(word, since=None, limit=10)] == [str(day)]
     assert len(daily._index.search("river", since=None, limit=10)) == 3
+
+
+def test_a_recall_that_finds_years_to_read_answers_at_once_and_the_daemon_catches_up(
+    memory: Memory,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three years imported into a running daemon: its next recall read and indexed them
+    all itself, 60 s. Now it answers from what is indexed, and the index catches up in the
+    background as at the start (health: "preparing" until it is done)."""
+    memory.prepare_search()  # a running daemon: its start's preparation is done
+    assert memory.prepared.is_set()
+    monkeypatch.setattr(recall_module, "READ_IN_A_RECALL", 1)  # (20 files: here, 1)
+    directory = memory.daily.directory
+    for day in ("2023-05-01", "2023-05-02", "2023-05-03"):  # what an import writes
+        (directory / f"{day}.md").write_text(f"moved to Lisbon on {day}\n")
+    with memory.mark_search._indexing:  # the catch-up's first step, held
+        answer = recalled_within(memory, "Lisbon", 5)
+        assert answer is not None, "the recall read the imported years itself"
+        assert answer.daily == []  # (not indexed yet)
+        assert memory.preparing.is_set() and not memory.prepared.is_set()
+    assert memory.prepared.wait(10), "the catch-up did not finish"
+    assert not memory.preparing.is_set()
+    found = recall(RecallQuery(about="Lisbon", horizon="all"), memory, T0)
+    assert sorted(hit.date for hit in found.daily) == ["2023-05-01", "2023-05-02", "2023-05-03"]
+
+
+def test_a_recall_indexes_one_chunk_of_queued_marks_and_leaves_the_rest_to_a_catch_up(
+    memory: Memory,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hundred thousand marks imported into a running daemon were all indexed by the next
+    recall, inline. Now it indexes one chunk and asks for a catch-up; what is still queued
+    is ranked in memory meanwhile (up to a chunk of it), as while the start prepares."""
+    memory.prepare_search()
+    monkeypatch.setattr(mark_search, "CHUNK", 1)
+    for n in range(3):
+        vegetables(memory, f"m{n}")  # queued for the text index
+    asked: list[bool] = []
+    monkeypatch.setattr(memory, "catch_up", lambda: asked.append(True))
+    answer = recall(RecallQuery(about="Arnold recommended"), memory, T0)
+    assert asked == [True]
+    assert memory.store.read_sync(lambda tx: tx.text_index.count_pending()) == 2
+    # The one indexed, and of the queue what a search ranks in memory (a chunk: here one).
+    assert sorted(m.mark.id for m in answer.marks) == ["m0", "m1"]

@@ -15,7 +15,7 @@ from daemon.config import LLMConfig
 from daemon.core.records import Mark
 from daemon.core.strength import strength
 from daemon.search.daily import DailyHit
-from daemon.services.recall import MarkHit, RecallResult
+from daemon.services.recall_result import MarkHit, RecallResult
 from daemon.services.summary import with_summary
 
 T0 = datetime(2026, 4, 11, 10, tzinfo=UTC)
