@@ -9,17 +9,22 @@ from __future__ import annotations
 import threading
 from datetime import date
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
+import structlog
 from test_recall import T0, memory, vegetables  # noqa: F401 (the fixture)
 
+from daemon.files.compost import Compost
 from daemon.files.daily import DailyLog
 from daemon.files.hand_edits import HandEdits
+from daemon.files.substrate import Substrate
 from daemon.schema.recall import RecallQuery
 from daemon.services import mark_search
 from daemon.services import recall as recall_module
 from daemon.services.recall import Memory, recall
 from daemon.services.recall_result import RecallResult
+from daemon.store import Store, StoreTextIndex
 
 
 def recalled_within(of: Memory, about: str, seconds: float) -> RecallResult | None:
@@ -147,3 +152,32 @@ def test_a_recall_indexes_one_chunk_of_queued_marks_and_leaves_the_rest_to_a_cat
     assert memory.store.read_sync(lambda tx: tx.text_index.count_pending()) == 2
     # The one indexed, and of the queue what a search ranks in memory (a chunk: here one).
     assert sorted(m.mark.id for m in answer.marks) == ["m0", "m1"]
+
+
+def test_the_cli_with_the_daemon_down_still_says_the_daily_index_is_not_current(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more changed files than a recall reads itself, the CLI (which reads none: it
+    never writes the index) no longer said that the index is not current."""
+    monkeypatch.setattr(recall_module, "READ_IN_A_RECALL", 1)
+    directory = tmp_path / "daily"
+    directory.mkdir()
+    for day in ("2023-05-01", "2023-05-02", "2023-05-03"):
+        (directory / f"{day}.md").write_text(f"moved to Lisbon on {day}\n")
+    reader = Store(store.url)  # never started: the CLI's read-only store
+    try:
+        memory = Memory(
+            store=reader,
+            substrate=Substrate([]),
+            daily=DailyLog(directory, index=StoreTextIndex(reader)),
+            compost=Compost(tmp_path / "compost"),
+            workspace="w",
+            zone=ZoneInfo("Europe/Berlin"),
+        )
+        with structlog.testing.capture_logs() as logs:
+            recall(RecallQuery(about="Lisbon", layers=["daily"]), memory, T0)
+        warned = [(e["layer"], e["files"]) for e in logs if e["log_level"] == "warning"]
+        assert warned == [("daily", 3)]
+        assert not memory.preparing.is_set()  # (only the daemon catches up)
+    finally:
+        reader.close()
