@@ -211,7 +211,13 @@ class Memory:
             self.preparing.set()
             self.prepared.clear()
         log.info("bringing the text index up to date: a recall found more to read than it does")
-        threading.Thread(target=self.prepare_search, name="cambium-catch-up", daemon=True).start()
+        threading.Thread(target=self._catch_up, name="cambium-catch-up", daemon=True).start()
+
+    def _catch_up(self) -> None:
+        try:
+            self.prepare_search()
+        except Exception:  # (the store failed: the next recall that finds it behind tries again)
+            log.exception("bringing the text index up to date failed")
 
     def index_marks(self, between: Callable[[], None] | None = None) -> None:
         """Index the marks queued since the last look (where this process may write); new
