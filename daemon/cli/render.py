@@ -396,12 +396,17 @@ def status_view(health: dict[str, Any], socket: Path) -> RenderableType:
     return fields(shown)
 
 
+# How the status names what the preparation counts, by layer.
+_COUNTED = {"daily": ("daily files", "looked at"), "marks": ("marks", "indexed")}
+
+
 def _preparing(at: dict[str, Any] | None) -> str:
-    """ "preparing, daily files 412 of 1,098 looked at" (the marks with no count)."""
+    """ "preparing, daily files 412 of 1,098 looked at" (a layer without a count by name)."""
     if not at:
         return "preparing"
-    if at["total"]:
-        return f"preparing, {at['layer']} files {at['done']:,} of {at['total']:,} looked at"
+    if at["total"] and at["layer"] in _COUNTED:
+        what, done = _COUNTED[at["layer"]]
+        return f"preparing, {what} {at['done']:,} of {at['total']:,} {done}"
     return f"preparing, {at['layer']}"
 
 

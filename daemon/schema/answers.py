@@ -144,8 +144,8 @@ class Embedding(Covered):
 
 class Preparation(_Answer):
     """Where the start's bringing of the text index up to date is (health, while the index
-    is "preparing"): the layer, and for the daily layer the files looked at of ``total``
-    (0 and 0 where a layer does not count)."""
+    is "preparing"): the layer, and for the daily layer the files looked at of ``total``,
+    for the marks those indexed of those queued (0 and 0 where a layer does not count)."""
 
     layer: str  # marks | daily | substrate and compost | word counts
     done: int

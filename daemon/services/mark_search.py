@@ -47,10 +47,11 @@ class MarkSearch:
         self._dense = dense
         self._erase_outdated = erase_outdated
 
-    def index(self, store: Store, between: Callable[[], None] | None = None) -> int:
+    def index(self, store: Store, between: Callable[[int, int], None] | None = None) -> int:
         """Turn every queued mark into its row; how many marks were taken off the queue.
-        ``between`` is called between two chunks (it may raise to stop there)."""
-        done = 0
+        ``between`` is told between two chunks how many are done, of how many (those queued
+        when the second chunk began); it may raise to stop there."""
+        done = total = 0
         with self._indexing:
             while True:
                 taken = store.write_sync(_index_queued)
@@ -58,7 +59,8 @@ class MarkSearch:
                 if taken < CHUNK:
                     return done
                 if between is not None:
-                    between()
+                    total = total or done + store.read_sync(_count_queued)
+                    between(done, total)
 
     async def index_in_writer(self, store: Store) -> int:
         """:meth:`index`, as the bus's writer's own transactions (no write lock contended
@@ -106,6 +108,10 @@ def _index_queued(tx: Tx) -> int:
 
 def _queued(tx: Tx) -> bool:
     return tx.text_index.count_pending() > 0
+
+
+def _count_queued(tx: Tx) -> int:
+    return tx.text_index.count_pending()
 
 
 def _queued_matches(tx: Tx, workspace: str, about: str) -> list[str]:

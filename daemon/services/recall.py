@@ -74,7 +74,7 @@ class _Behind(Exception):
     """More marks are queued than a recall indexes itself."""
 
 
-def _one_chunk() -> None:
+def _one_chunk(*_: int) -> None:
     raise _Behind
 
 
@@ -219,7 +219,7 @@ class Memory:
         except Exception:  # (the store failed: the next recall that finds it behind tries again)
             log.exception("bringing the text index up to date failed")
 
-    def index_marks(self, between: Callable[[], None] | None = None) -> None:
+    def index_marks(self, between: Callable[[int, int], None] | None = None) -> None:
         """Index the marks queued since the last look (where this process may write); new
         rows wake the embedding worker. ``between`` is called between chunks."""
         if self.store.writer_alive and self.mark_search.index(self.store, between):

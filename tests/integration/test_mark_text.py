@@ -13,6 +13,7 @@ from sqlalchemy import event
 from test_marks_store import T0, insert, make_mark
 
 from daemon.search.text import is_free_text
+from daemon.services import mark_search
 from daemon.services.mark_search import MarkSearch
 from daemon.store import Store
 
@@ -36,6 +37,18 @@ def test_marks_added_later_are_found_even_with_an_old_instant(store: Store) -> N
     assert sorted(search(store, index, "lentil")) == ["mk_a", "mk_b", "mk_c"]
     assert search(store, index, "curry fridays") == ["mk_b"]
     assert search(store, index, "lentil", workspace="elsewhere") == []
+
+
+def test_indexing_the_queue_says_how_far_it_is_between_chunks(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start's preparation after an import of 100,000 marks showed "preparing, marks"
+    for half a minute: now it says how many of how many are indexed."""
+    monkeypatch.setattr(mark_search, "CHUNK", 2)
+    insert(store, *(make_mark(f"mk_{n}", "user.food", observation=f"dish {n}") for n in range(5)))
+    told: list[tuple[int, int]] = []
+    assert MarkSearch().index(store, lambda done, total: told.append((done, total))) == 5
+    assert told == [(2, 5), (4, 5)]
 
 
 def test_a_dotted_subject_path_is_not_free_text(store: Store) -> None:

@@ -43,6 +43,10 @@ def test_the_index_is_mentioned_only_while_it_is_prepared() -> None:
     assert "preparing, marks; recall" in shown(
         HEALTH | {"index": "preparing", "preparation": marks}
     )
+    marks |= {"done": 1000, "total": 100_000}
+    assert "preparing, marks 1,000 of 100,000 indexed; recall" in shown(
+        HEALTH | {"index": "preparing", "preparation": marks}
+    )
 
 
 def test_a_vault_of_notes_is_counted_not_listed_whole() -> None:
