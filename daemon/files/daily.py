@@ -360,8 +360,9 @@ class DailyLog:
         from ``since`` on (``None``: all of them), most relevant first (see
         :meth:`DailyIndex.search <daemon.search.daily.DailyIndex.search>`). Files changed by
         hand are looked for first when a look is due (:mod:`daemon.files.hand_edits`), unless
-        it would read over ``most`` files (the start's pass over years of files not indexed
-        yet takes a minute): then the index as it is answers, and the look stays due."""
+        it would read over ``most`` files (a pass over years of files not indexed yet takes
+        a minute): then the index as it is answers, the look stays due and :attr:`behind`
+        says so."""
         if self.hand_edits.take_look():
             self.behind = not self.refresh(most=most)
             if self.behind:

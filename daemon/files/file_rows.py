@@ -157,8 +157,9 @@ class FileRows:
 
     def to_read(self, files: list[IndexedFile]) -> int:
         """How many of ``files`` a refresh would read: those not indexed, or whose size or
-        mtime moved, or named for a recheck (a stat each, nothing read). None where this
-        process may not write the index (a refresh only says once that it is not current)."""
+        mtime moved, or named for a recheck (a stat each, nothing read). 0 where this process
+        may not write the index: a refresh reads nothing then (it says once that the index
+        is not current)."""
         if not self.index.writable:
             return 0
         known, count = self._signatures(), 0
