@@ -78,7 +78,9 @@ def import_archive(path: Path, as_json: bool, config_path: Path | None) -> None:
         raise BadInput(f"bad PATH: {path} is not a file")
     config = load(config_path)
     if missing_database(config) is not None:  # a new home (restoring onto a new machine)
-        with store_failures(config.store.url, "cannot create", also=(OSError,)):
+        from alembic.util import CommandError
+
+        with store_failures(config.store.url, "cannot create", also=(OSError, CommandError)):
             upgrade(config.store.url)
     with reading_store(config) as store, working(f"importing {path}"):
         try:
