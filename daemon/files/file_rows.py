@@ -169,9 +169,7 @@ class FileRows:
                 stat = file.stat()
             except FileNotFoundError:
                 continue
-            kept = known.get(key)
-            moved = kept is None or (kept.size, kept.mtime_ns) != (stat.st_size, stat.st_mtime_ns)
-            count += moved or key in self._recheck
+            count += _moved(known.get(key), stat) or key in self._recheck
         return count
 
     def keep_up(
@@ -221,10 +219,15 @@ class FileRows:
         its size and mtime are those ``kept`` (or it is gone since it was listed)."""
         try:
             stat = file.stat()
-            if kept is not None and (kept.size, kept.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+            if not _moved(kept, stat):
                 return None
             data, offset = file.read()
         except FileNotFoundError:
             return None  # gone since it was listed: dropped at the next look
         self.reads += 1
         return data, offset, signature_of(stat, data)
+
+
+def _moved(kept: Signature | None, stat: os.stat_result) -> bool:
+    """Whether a file may differ from what was indexed of it (its size or mtime says so)."""
+    return kept is None or (kept.size, kept.mtime_ns) != (stat.st_size, stat.st_mtime_ns)
