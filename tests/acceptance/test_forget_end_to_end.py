@@ -117,7 +117,8 @@ semantic = true
         assert SECRET in json.dumps(found["daily"]) and SECRET in json.dumps(found["marks"])
         stored = vectors_of(home, forgotten_hashes())
         assert len(stored) == 2 + 2  # the marks', and the lines' (the line, and its neighbour)
-        assert all(value in on_disk(home)["embeddings.i8"] for value in stored)
+        stored += [laid_out(value) for value in stored]  # and as the search's matrix holds them
+        assert all(laid_out(value) in on_disk(home)["embeddings.i8"] for value in stored[:4])
         before = home.root / "before.tar"
         ok(home, "export", str(before))
         assert SECRET.encode() in before.read_bytes()
@@ -169,6 +170,12 @@ def vectors_of(home: DaemonHome, hashes: list[bytes]) -> list[bytes]:
     finally:
         store.close()
     return [vector.values for vector in found.values()]
+
+
+def laid_out(values: bytes) -> bytes:
+    from daemon.search.vector_file import offset
+
+    return offset(values).tobytes()
 
 
 def wait_until_embedded(home: DaemonHome) -> None:

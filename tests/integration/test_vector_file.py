@@ -72,12 +72,12 @@ def test_a_removed_vector_is_zeroed_in_the_file_and_its_slot_reused(
     file.put([entry(vf, 1, kept), entry(vf, 2, gone)])
     file.commit(5)
     matrix = tmp_path / "vectors.i8"
-    gone_bytes = vf.quantize(gone)[0].tobytes()
+    gone_bytes = vf.offset(vf.quantize(gone)[0].tobytes()).tobytes()
     assert gone_bytes in matrix.read_bytes()
     assert file.remove([2, 99]) == 1
     file.commit(6)
     assert gone_bytes not in matrix.read_bytes()
-    assert vf.quantize(kept)[0].tobytes() in matrix.read_bytes()
+    assert vf.offset(vf.quantize(kept)[0].tobytes()).tobytes() in matrix.read_bytes()
     assert file.live == 1
     file.put([entry(vf, 3, gone)])
     assert sorted(file.ids().tolist()) == [1, 3]
@@ -103,18 +103,65 @@ def test_the_file_grows_and_is_found_again_with_its_generation(
     assert vf.VectorFile(base, "other", 2).live == 0
 
 
-def test_a_large_share_is_scored_in_place_and_a_small_one_gathered(
+def test_a_file_of_the_layout_before_is_not_current_and_starts_again(
     vf: ModuleType, tmp_path: Path
 ) -> None:
+    base = tmp_path / "vectors"
+    file = vf.VectorFile(base, "model", 2)
+    file.put([entry(vf, 1, unit(1, 0))])
+    file.commit(3)
+    header = tmp_path / "vectors.json"
+    # Before the layout was named, the matrix held the int8 values themselves.
+    header.write_text('{"model": "model", "dimension": 2, "generation": 3}')
+    read_only = vf.VectorFile(base, "model", 2, writable=False)
+    assert read_only.generation == -1  # not the store's: the CLI does not search it
+    reopened = vf.VectorFile(base, "model", 2)
+    assert (reopened.generation, reopened.live) == (-1, 0)  # the daemon rebuilds it from rows
+
+
+def test_rows_filling_a_window_are_scored_in_place_and_the_rest_gathered_alike(
+    vf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vf, "WINDOW", 16)
+    monkeypatch.setattr(vf, "CHUNK", 40)
     file = vf.VectorFile(tmp_path / "vectors", "model", 8)
     rng = np.random.default_rng(3)
-    rows = rng.normal(size=(500, 8)).astype(np.float32)
-    file.put([entry(vf, n + 1, rows[n], key=n) for n in range(500)])
+    rows = rng.normal(size=(300, 8)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    # Marks: rows 0-39 (their windows full: in place, in calls of 40 rows); every 6th row
+    # of 40-159 (too few: gathered); 160-239 but for every 4th row, a line (in place, the
+    # lines' scores thrown away); lines elsewhere, with the day n.
+    marks = {*range(40), *range(40, 160, 6), *(n for n in range(160, 240) if n % 4)}
+    file.put(
+        [
+            entry(vf, n + 1, rows[n], kind=vf.MARK if n in marks else vf.LIVE_LINE, key=n)
+            if n not in marks
+            else entry(vf, n + 1, rows[n], kind=vf.MARK, key=1)
+            for n in range(300)
+        ]
+    )
     query = rng.normal(size=8).astype(np.float32)
     query /= np.linalg.norm(query)
     exact = rows @ query
-    for since in (None, 450):  # all rows scored chunk by chunk; 50 rows gathered
-        found = file.nearest(query, 5, kinds=(vf.LIVE_LINE,), floor=-1.0, since=since)
-        chosen = np.arange(500) if since is None else np.arange(450, 500)
-        best = chosen[np.argsort(-exact[chosen])[:5]]
-        assert [f.key for f in found] == best.tolist()
+    for kinds, key, since, chosen in (
+        ((vf.MARK,), 1, None, sorted(marks)),
+        ((vf.LIVE_LINE,), None, None, [n for n in range(300) if n not in marks]),
+        ((vf.LIVE_LINE,), None, 200, [n for n in range(200, 300) if n not in marks]),
+    ):
+        found = file.nearest(query, 300, kinds=kinds, floor=-1.0, key=key, since=since)
+        assert sorted(f.id - 1 for f in found) == chosen
+        similarity = {f.id - 1: f.similarity for f in found}
+        assert all(similarity[n] == pytest.approx(exact[n], abs=0.05) for n in chosen)
+        assert [f.id - 1 for f in found][:5] == sorted(chosen, key=lambda n: -exact[n])[:5]
+
+
+def test_a_search_after_a_change_sees_it(vf: ModuleType, tmp_path: Path) -> None:
+    file = vf.VectorFile(tmp_path / "vectors", "model", 3)
+    file.put([entry(vf, 1, unit(1, 0, 0), kind=vf.MARK, key=7)])
+    ask = {"kinds": (vf.MARK,), "floor": 0.0, "key": 7}
+    assert [f.id for f in file.nearest(unit(0, 1, 0.1), 5, **ask)] == [1]
+    file.put([entry(vf, 2, unit(0, 1, 0), kind=vf.MARK, key=7)])
+    assert [f.id for f in file.nearest(unit(0, 1, 0.1), 5, **ask)] == [2, 1]
+    file.remove([2])
+    assert [f.id for f in file.nearest(unit(0, 1, 0.1), 5, **ask)] == [1]
+    assert file.nearest(unit(0, 1, 0.1), 5, **{**ask, "key": 8}) == []
