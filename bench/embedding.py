@@ -9,11 +9,11 @@ searches the stored vectors in each candidate storage, and what it costs in memo
    vectors: a brute-force scan costs the same whatever they say), ``--queries`` queries,
    p50 and p99 of wall-clock and of this thread's CPU time, for:
 
-   - ``int8 mmap``: :class:`~daemon.search.vector_file.VectorFile`, what the daemon
-     searches (int8 rows in a memory-mapped file, scored by onnxruntime's MatMulInteger),
-     holding beside the lines a tenth as many marks' vectors, each day's after its lines:
-     every line, the last 7 days' (the daily layer's default), and every mark (what the
-     marks' layer searches, 200 asked);
+   - ``int8 mmap``: :class:`~daemon.search.vector_file.VectorFiles`, what the daemon
+     searches (int8 rows in memory-mapped files, scored by onnxruntime's MatMulInteger),
+     holding beside the lines a tenth as many marks' vectors: every line, the last 7
+     days' (the daily layer's default), and every mark (what the marks' layer searches,
+     200 asked);
    - ``float32 in RAM``: the design before (a numpy float32 matrix held by the process,
      one matrix-vector product), as the baseline;
    - ``sqlite-vec``: its ``vec0`` table of ``int8[384]`` (k = 100), through ``apsw``
@@ -91,61 +91,57 @@ def unit_rows(count: int, seed: int) -> np.ndarray:
 
 
 LINES_PER_DAY = 900
-MARKS_PER_DAY = 90  # a mark for every ten lines, as in bench.recall_scale's three years
+MARKS = 10  # lines for each mark, as in bench.recall_scale's three years
 
 
-def write_vector_file(base: Path, count: int) -> int:
-    """A vector file of ``count`` random line vectors and a tenth as many marks' (each
-    day's lines, then its marks, as a person's daemon embeds them day by day), written as
-    the daemon lays it out, in chunks (never the whole float matrix at once); the first
-    day of the last seven."""
-    from daemon.search.vector_file import LAYOUT, LIVE_LINE, MARK, SLOT
+def write_vector_file(base: Path, count: int, kind: int, keys: Callable[[np.ndarray], Any]) -> None:
+    """A vector file of ``count`` random vectors of ``kind``, row n with the key
+    ``keys(n)``, written as the daemon lays it out, in chunks (never the whole float matrix
+    at once)."""
+    from daemon.search.vector_file import LAYOUT, SLOT
 
-    day = LINES_PER_DAY + MARKS_PER_DAY
-    total = count + count // LINES_PER_DAY * MARKS_PER_DAY
     for part in ("i8", "slots"):
         base.with_name(f"{base.name}.{part}").touch()
-    os.truncate(base.with_name(base.name + ".i8"), total * DIMENSION)
-    os.truncate(base.with_name(base.name + ".slots"), total * SLOT.itemsize)
-    matrix = np.memmap(base.with_name(base.name + ".i8"), np.uint8, "r+", shape=(total, DIMENSION))
-    slots = np.memmap(base.with_name(base.name + ".slots"), SLOT, "r+", shape=(total,))
-    for start in range(0, total, 50_000):
-        rows = unit_rows(min(50_000, total - start), start)
+    os.truncate(base.with_name(base.name + ".i8"), count * DIMENSION)
+    os.truncate(base.with_name(base.name + ".slots"), count * SLOT.itemsize)
+    matrix = np.memmap(base.with_name(base.name + ".i8"), np.uint8, "r+", shape=(count, DIMENSION))
+    slots = np.memmap(base.with_name(base.name + ".slots"), SLOT, "r+", shape=(count,))
+    for start in range(0, count, 50_000):
+        rows = unit_rows(min(50_000, count - start), start + kind)
         scales = np.abs(rows).max(axis=1) / 127
         values = np.rint(rows / scales[:, None]).astype(np.int8)
         matrix[start : start + len(rows)] = values.view(np.uint8) ^ np.uint8(0x80)  # (offset())
         at = np.arange(start, start + len(rows))
-        mark = at % day >= LINES_PER_DAY
         chunk = slots[start : start + len(rows)]
-        chunk["id"] = at + 1
-        chunk["scale"] = scales
-        chunk["kind"] = np.where(mark, MARK, LIVE_LINE)
-        chunk["key"] = np.where(mark, 1, 738_000 + at // day)  # marks: one workspace
-        chunk["part"] = at % day + 1
+        chunk["id"] = at + 1 + kind * 10_000_000
+        chunk["scale"], chunk["kind"], chunk["key"] = scales, kind, keys(at)
+        chunk["part"] = at % LINES_PER_DAY + 1
     matrix.flush()
     slots.flush()
     del matrix, slots
     header = {"model": "bench", "dimension": DIMENSION, "layout": LAYOUT, "generation": 1}
     base.with_name(base.name + ".json").write_text(json.dumps(header), encoding="utf-8")
-    return 738_000 + (total - 1) // day - 6
 
 
 def bench_int8_mmap(count: int, queries: np.ndarray, scratch: Path) -> dict[str, Any]:
     from daemon.search.marks import MAX_HITS
-    from daemon.search.vector_file import LIVE_LINE, MARK, VectorFile
+    from daemon.search.vector_file import LIVE_LINE, MARK, VectorFiles
 
     base = scratch / f"vectors-{count}"
-    week = write_vector_file(base, count)  # the daily layer's default horizon: 7 days
+    write_vector_file(base, count, LIVE_LINE, lambda n: 738_000 + n // LINES_PER_DAY)
+    write_vector_file(base.with_name(base.name + ".marks"), count // MARKS, MARK, lambda n: 1)
+    week = 738_000 + (count - 1) // LINES_PER_DAY - 6  # the daily layer's default horizon
     before = memory()
-    file = VectorFile(base, "bench", DIMENSION, writable=False)
+    file = VectorFiles(base, "bench", DIMENSION, writable=False)
     lines = (LIVE_LINE,)
     every = timed(lambda q: file.nearest(q, LIMIT, kinds=lines, floor=0.0), queries)
     recent = timed(lambda q: file.nearest(q, LIMIT, kinds=lines, floor=0.0, since=week), queries)
     marks = timed(lambda q: file.nearest(q, MAX_HITS, kinds=(MARK,), floor=0.0, key=1), queries)
     after = memory()
     file.close()
-    for part in ("i8", "slots", "json"):
-        base.with_name(f"{base.name}.{part}").unlink()
+    for name in (base.name, base.name + ".marks"):
+        for part in ("i8", "slots", "json"):
+            base.with_name(f"{name}.{part}").unlink()
     return {
         **every,
         "last_7_days": recent,

@@ -36,9 +36,10 @@ from daemon.fs import make_private_file
 
 FREE, LIVE_LINE, ARCHIVED_LINE, MARK = 0, 1, 2, 3
 SLOT = np.dtype([("id", "<i8"), ("scale", "<f4"), ("key", "<i4"), ("part", "<i4"), ("kind", "i1")])
-# How the values lie in the matrix: a file of another layout (or none named) is not
-# current, and is rebuilt from the store's rows like a stale one.
-LAYOUT = "int8+128"
+# How the values lie in the matrices (and that the marks' lie apart from the lines': see
+# VectorFiles): a file of another layout (or none named) is not current, and is rebuilt
+# from the store's rows like a stale one.
+LAYOUT = "int8+128, marks apart"
 GROWTH = 4096  # slots added at least when the files grow
 CHUNK = 65_536  # rows scored per call of the model
 # The rows a search chooses are scored where they lie in each window of this many rows
@@ -349,3 +350,73 @@ class VectorFile:
         self._flush()
         self._matrix = np.zeros((0, self.dimension), dtype=np.uint8)
         self._slots = np.zeros(0, dtype=SLOT)
+
+
+class VectorFiles:
+    """The daily lines' vectors and the marks', each in a :class:`VectorFile` of its own
+    (``<base>`` and ``<base>.marks``), committed together under one generation. A search
+    asks for lines or for marks, and reads only those rows: in one file a person's marks
+    lie between each day's lines, and a search of them gathered every one first (100,000
+    marks beside a million lines: 12 ms of CPU a query, against 6.6 ms in a file of their
+    own)."""
+
+    def __init__(self, base: Path, model: str, dimension: int, *, writable: bool = True) -> None:
+        self.lines = VectorFile(base, model, dimension, writable=writable)
+        marks = base.with_name(f"{base.name}.marks")
+        self.marks = VectorFile(marks, model, dimension, writable=writable)
+        self._files = (self.lines, self.marks)
+
+    def _of(self, kind: int) -> VectorFile:
+        return self.marks if kind == MARK else self.lines
+
+    @property
+    def generation(self) -> int:
+        """The store's generation both files hold (-1: they are not of one)."""
+        lines, marks = self.lines.generation, self.marks.generation
+        return lines if lines == marks else -1
+
+    @property
+    def live(self) -> int:
+        return self.lines.live + self.marks.live
+
+    def ids(self) -> NDArray[np.int64]:
+        ids: NDArray[np.int64] = np.concatenate([file.ids() for file in self._files])
+        return ids
+
+    def put(self, entries: Sequence[Entry]) -> None:
+        for file in self._files:
+            if mine := [entry for entry in entries if self._of(entry.kind) is file]:
+                file.put(mine)
+
+    def remove(self, ids: Sequence[int]) -> int:
+        return sum(file.remove(ids) for file in self._files)
+
+    def nearest(
+        self,
+        query: NDArray[np.float32],
+        limit: int,
+        *,
+        kinds: Sequence[int],
+        floor: float,
+        key: int | None = None,
+        since: int | None = None,
+    ) -> list[Found]:
+        """:meth:`VectorFile.nearest` in the file of ``kinds`` (lines or marks, not both)."""
+        if not kinds:
+            return []
+        file = self._of(kinds[0])
+        if any(self._of(kind) is not file for kind in kinds):
+            raise ValueError("lines and marks are searched apart")
+        return file.nearest(query, limit, kinds=kinds, floor=floor, key=key, since=since)
+
+    def commit(self, generation: int) -> None:
+        for file in self._files:
+            file.commit(generation)
+
+    def clear(self) -> None:
+        for file in self._files:
+            file.clear()
+
+    def close(self) -> None:
+        for file in self._files:
+            file.close()

@@ -3,7 +3,7 @@
 The rows in the store (``tx.dense``, migration 0010) are the vectors' truth: on SQLite in
 the store's own file, on PostgreSQL in its tables, written in the store's transactions,
 erased by its scrub. Recall searches a copy laid out for search, the memory-mapped int8
-matrix of :class:`~daemon.search.vector_file.VectorFile`, which :class:`StoredVectors`
+matrices of :class:`~daemon.search.vector_file.VectorFiles`, which :class:`StoredVectors`
 keeps in step: every change is a store transaction (which bumps the store's generation)
 followed by the same change to the file, committed under that generation, one change at a
 time. A search waits only while the file's slots change, never for the store's transaction
@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from daemon.core.vectors import DAILY, LIVE, NewVector, StoredVector
 from daemon.search.daily import LineKey
 from daemon.search.semantic import Semantic
-from daemon.search.vector_file import ARCHIVED_LINE, LIVE_LINE, MARK, Entry, Found, VectorFile
+from daemon.search.vector_file import ARCHIVED_LINE, LIVE_LINE, MARK, Entry, Found, VectorFiles
 from daemon.store import DenseRows, Store, Tx
 
 log = structlog.get_logger("cambium.embedding")
@@ -83,10 +83,10 @@ class StoredVectors:
         self._lock = threading.Lock()  # one change at a time
         self._searching = threading.RLock()  # held by a search, and while the slots change
         self._repairing = False
-        self._file: VectorFile | None = None  # the daemon's is opened by prepare()
+        self._file: VectorFiles | None = None  # the daemon's is opened by prepare()
         self._writable = writable
         if not writable:
-            opened = VectorFile(base, model, dimension, writable=False)
+            opened = VectorFiles(base, model, dimension, writable=False)
             # Read-only: used only if it is what the store holds.
             self._file = opened if self._current(opened) else None
 
@@ -95,7 +95,7 @@ class StoredVectors:
         """Vectors in the file (all of them, once it is current)."""
         return 0 if self._file is None else self._file.live
 
-    def _current(self, file: VectorFile) -> bool:
+    def _current(self, file: VectorFiles) -> bool:
         model, generation = self.store.read_sync(lambda tx: tx.dense.model_and_generation())
         return model == self.model and generation == file.generation
 
@@ -105,7 +105,7 @@ class StoredVectors:
         """Make the store's vectors this model's (another model's are deleted), then
         repair the file from the rows if it is not current; stops early if ``stopped``."""
         with self._lock:
-            file = VectorFile(self._base, self.model, self._dimension, writable=True)
+            file = VectorFiles(self._base, self.model, self._dimension, writable=True)
             if self.store.write_sync(lambda tx: tx.dense.use_model(self.model)):
                 file.clear()
             with self._searching:
@@ -118,7 +118,7 @@ class StoredVectors:
         finally:
             self._repairing = False
 
-    def _repair(self, file: VectorFile, stopped: Callable[[], bool]) -> None:
+    def _repair(self, file: VectorFiles, stopped: Callable[[], bool]) -> None:
         with self._lock:
             stored = np.asarray(self.store.read_sync(lambda tx: tx.dense.ids()), dtype=np.int64)
             with self._searching:

@@ -118,7 +118,8 @@ semantic = true
         stored = vectors_of(home, forgotten_hashes())
         assert len(stored) == 2 + 2  # the marks', and the lines' (the line, and its neighbour)
         stored += [laid_out(value) for value in stored]  # and as the search's matrix holds them
-        assert all(laid_out(value) in on_disk(home)["embeddings.i8"] for value in stored[:4])
+        matrices = on_disk(home)["embeddings.i8"] + on_disk(home)["embeddings.marks.i8"]
+        assert all(laid_out(value) in matrices for value in stored[:4])
         before = home.root / "before.tar"
         ok(home, "export", str(before))
         assert SECRET.encode() in before.read_bytes()

@@ -165,3 +165,24 @@ def test_a_search_after_a_change_sees_it(vf: ModuleType, tmp_path: Path) -> None
     file.remove([2])
     assert [f.id for f in file.nearest(unit(0, 1, 0.1), 5, **ask)] == [1]
     assert file.nearest(unit(0, 1, 0.1), 5, **{**ask, "key": 8}) == []
+
+
+def test_lines_and_marks_are_kept_and_searched_apart(vf: ModuleType, tmp_path: Path) -> None:
+    files = vf.VectorFiles(tmp_path / "vectors", "model", 2)
+    files.put([entry(vf, 1, unit(1, 0), key=100), entry(vf, 2, unit(1, 0.1), kind=vf.MARK)])
+    files.commit(4)
+    assert (files.lines.live, files.marks.live, files.live) == (1, 1, 2)
+    assert sorted(files.ids().tolist()) == [1, 2]
+    lines = (vf.LIVE_LINE, vf.ARCHIVED_LINE)
+    assert [f.id for f in files.nearest(unit(1, 0), 5, kinds=lines, floor=0.0)] == [1]
+    assert [f.id for f in files.nearest(unit(1, 0), 5, kinds=(vf.MARK,), floor=0.0)] == [2]
+    with pytest.raises(ValueError, match="apart"):
+        files.nearest(unit(1, 0), 5, kinds=(vf.LIVE_LINE, vf.MARK), floor=0.0)
+    assert {p.name for p in tmp_path.iterdir()} >= {"vectors.i8", "vectors.marks.i8"}
+    assert vf.VectorFiles(tmp_path / "vectors", "model", 2, writable=False).generation == 4
+    # A marks file lost (or never written: the layout before kept both in one) is not of
+    # the lines' generation: the pair is not current, and is repaired from the store.
+    for part in ("i8", "slots", "json"):
+        (tmp_path / f"vectors.marks.{part}").unlink()
+    assert vf.VectorFiles(tmp_path / "vectors", "model", 2, writable=False).generation == -1
+    assert files.remove([1, 2, 3]) == 2
