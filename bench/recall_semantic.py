@@ -18,7 +18,10 @@ throughout):
 - a SIGKILL mid-embedding, then a start again: how many of the vectors stored before the
   kill are still the store's rows after the new worker has run a while (a vector computed
   again would be a new row), and how fast it embeds (``/v1/health``'s count, from 5 s on);
-- SIGTERM while it embeds: the seconds to exit.
+- SIGTERM while it embeds: the seconds to exit;
+- started again until every mark is embedded (the worker embeds the marks first; at 1M
+  lines, 100,000 of them, a few minutes), then rounds as above: the marks' side of
+  semantic recall at the size it reaches in a person's daemon, the lines still embedding.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import signal
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -41,6 +45,8 @@ WARM = 20  # recalls after each start before a block (not counted): the caches f
 RESUMED_SECONDS = 20.0  # how long the restarted worker runs before the stored rows are read
 KILL_AFTER = 2.0  # seconds after the recalls, the SIGKILL
 RATE_FROM = 5.0  # seconds after the restart: the worker's rate is counted from here on
+SETTLED_ROUNDS = 2
+EVERY_MARK_WITHIN = 900.0  # seconds: a bound for a busy machine, not a speed goal
 
 
 def _stored(database: Path) -> tuple[int, int]:
@@ -75,20 +81,34 @@ def _paired(
     home: DaemonHome, questions: list[str]
 ) -> tuple[float, float, list[float], list[float], list[int]]:
     """Start-up and first recall with semantic recall on; after EMBED_FIRST s, ROUNDS
-    rounds of a block each way, in the order semantic, lexical, lexical, semantic, … (so a
-    steady drift falls on both alike): the semantic and lexical latencies (ms), and what
-    was embedded before the first semantic block and after it. The semantic daemon is left
-    running."""
-    warm = questions[-WARM:]
-    latencies: dict[bool, list[float]] = {True: [], False: []}
+    rounds of a block each way (:func:`_rounds`), and what was embedded before the first
+    semantic block and after it. The semantic daemon is left running."""
     _start(home, SEMANTIC)
     startup = home.startup_seconds
     with closing(Recalls(home)) as recalls:
         first = recalls.recall(questions[0])
     time.sleep(EMBED_FIRST)
     embedded = [_embedded(home)]
+
+    def after_the_first_block() -> None:  # (a semantic one)
+        if len(embedded) == 1:
+            embedded.append(_embedded(home))
+
+    semantic, lexical = _rounds(home, questions, ROUNDS, after_the_first_block)
+    return startup, first, semantic, lexical, embedded
+
+
+def _rounds(
+    home: DaemonHome, questions: list[str], rounds: int, after_block: Callable[[], object]
+) -> tuple[list[float], list[float]]:
+    """``rounds`` rounds of a block each way on the running semantic daemon, in the order
+    semantic, lexical, lexical, semantic, … (so a steady drift falls on both alike): the
+    semantic and lexical latencies (ms). ``after_block`` is called after each block; the
+    semantic daemon is left running."""
+    warm = questions[-WARM:]
+    latencies: dict[bool, list[float]] = {True: [], False: []}
     running = True
-    for round_ in range(ROUNDS):
+    for round_ in range(rounds):
         block = questions[1 + round_ * PER_BLOCK : 1 + (round_ + 1) * PER_BLOCK]
         for semantic in (True, False) if round_ % 2 == 0 else (False, True):
             if semantic != running:
@@ -96,10 +116,23 @@ def _paired(
                 _start(home, SEMANTIC if semantic else "")
                 running = semantic
             latencies[semantic] += _block(home, block, warm)
-            if len(embedded) == 1:
-                embedded.append(_embedded(home))
+            after_block()
     assert running, "the rounds end with the semantic daemon"
-    return startup, first, latencies[True], latencies[False], embedded
+    return latencies[True], latencies[False]
+
+
+def _every_mark_embedded(home: DaemonHome, database: Path) -> float:
+    """Start the semantic daemon and wait until it has embedded as many documents as the
+    store has marks: the seconds it took."""
+    with closing(sqlite3.connect(database)) as raw:
+        marks = int(raw.execute("SELECT count(*) FROM memory_marks").fetchone()[0])
+    _start(home, SEMANTIC)
+    started = time.monotonic()
+    while _embedded(home) < marks:
+        if time.monotonic() - started > EVERY_MARK_WITHIN:
+            raise RuntimeError(f"fewer than {marks} documents embedded in {EVERY_MARK_WITHIN} s")
+        time.sleep(2.0)
+    return time.monotonic() - started
 
 
 def _embedded(home: DaemonHome) -> int:
@@ -136,12 +169,18 @@ def measure(home: DaemonHome, questions: list[str], lexical: tuple[float, float]
         stopping = time.monotonic()
         home.stop()
         stopped = time.monotonic() - stopping
+        settling = _every_mark_embedded(home, database)
+        settled, settled_paired = _rounds(home, questions, SETTLED_ROUNDS, lambda: None)
+        home.stop()
     finally:
         if home.process is not None:
             home.stop(signal.SIGKILL)
     p50, p99 = percentiles(latencies)
     lexical50, lexical99 = percentiles(paired)
+    settled50, settled99 = percentiles(settled)
+    settled_lexical50, settled_lexical99 = percentiles(settled_paired)
     blocks = f"{ROUNDS} blocks of {PER_BLOCK}"
+    every_mark = f"{at}, every mark embedded"
     return [
         Figure(f"{at}: daemon start-up, the model loaded, nothing embedded", startup, "s"),
         at_most(f"{at}: first recall after start", first, 1000, "ms"),
@@ -164,4 +203,16 @@ def measure(home: DaemonHome, questions: list[str], lexical: tuple[float, float]
         Figure(f"{at}: … vectors stored by then", after, "vectors"),
         Figure(f"{at}: the worker's documents (lines, marks) embedded per second", rate, "/s"),
         at_most(f"{at}: SIGTERM while embedding, to exit", stopped, 5, "s"),
+        Figure(f"{every_mark}: started again, until then", settling, "s"),
+        at_most(
+            f"{every_mark}: recall, {SETTLED_ROUNDS} blocks of {PER_BLOCK}, p50",
+            settled50,
+            settled_lexical50,
+            "ms",
+        ),
+        at_most(f"{every_mark}: … p99", settled99, settled_lexical99, "ms"),
+        Figure(
+            f"{every_mark}: lexical recall, the blocks between them, p50", settled_lexical50, "ms"
+        ),
+        Figure(f"{every_mark}: … its p99", settled_lexical99, "ms"),
     ]
