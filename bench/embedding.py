@@ -133,10 +133,12 @@ def bench_int8_mmap(count: int, queries: np.ndarray, scratch: Path) -> dict[str,
     week = 738_000 + (count - 1) // LINES_PER_DAY - 6  # the daily layer's default horizon
     before = memory()
     file = VectorFiles(base, "bench", DIMENSION, writable=False)
-    lines = (LIVE_LINE,)
-    every = timed(lambda q: file.nearest(q, LIMIT, kinds=lines, floor=0.0), queries)
-    recent = timed(lambda q: file.nearest(q, LIMIT, kinds=lines, floor=0.0, since=week), queries)
-    marks = timed(lambda q: file.nearest(q, MAX_HITS, kinds=(MARK,), floor=0.0, key=1), queries)
+    lines, of_marks = (LIVE_LINE,), file.of((MARK,))
+    every = timed(lambda q: file.lines.nearest(q, LIMIT, kinds=lines, floor=0.0), queries)
+    recent = timed(
+        lambda q: file.lines.nearest(q, LIMIT, kinds=lines, floor=0.0, since=week), queries
+    )
+    marks = timed(lambda q: of_marks.nearest(q, MAX_HITS, kinds=(MARK,), floor=0.0, key=1), queries)
     after = memory()
     file.close()
     for name in (base.name, base.name + ".marks"):

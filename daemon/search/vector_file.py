@@ -391,23 +391,12 @@ class VectorFiles:
     def remove(self, ids: Sequence[int]) -> int:
         return sum(file.remove(ids) for file in self._files)
 
-    def nearest(
-        self,
-        query: NDArray[np.float32],
-        limit: int,
-        *,
-        kinds: Sequence[int],
-        floor: float,
-        key: int | None = None,
-        since: int | None = None,
-    ) -> list[Found]:
-        """:meth:`VectorFile.nearest` in the file of ``kinds`` (lines or marks, not both)."""
-        if not kinds:
-            return []
-        file = self._of(kinds[0])
+    def of(self, kinds: Sequence[int]) -> VectorFile:
+        """The file a search of ``kinds`` reads (lines or marks, not both)."""
+        file = self._of(kinds[0]) if kinds else self.lines
         if any(self._of(kind) is not file for kind in kinds):
             raise ValueError("lines and marks are searched apart")
-        return file.nearest(query, limit, kinds=kinds, floor=floor, key=key, since=since)
+        return file
 
     def commit(self, generation: int) -> None:
         for file in self._files:

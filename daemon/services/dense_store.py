@@ -197,7 +197,8 @@ class StoredVectors:
         with self._searching:
             if self._file is None:
                 return []
-            return self._file.nearest(query, limit, kinds=kinds, floor=floor, key=key, since=since)
+            file = self._file.of(kinds)
+            return file.nearest(query, limit, kinds=kinds, floor=floor, key=key, since=since)
 
     def close(self) -> None:
         with self._lock, self._searching:

@@ -174,10 +174,11 @@ def test_lines_and_marks_are_kept_and_searched_apart(vf: ModuleType, tmp_path: P
     assert (files.lines.live, files.marks.live, files.live) == (1, 1, 2)
     assert sorted(files.ids().tolist()) == [1, 2]
     lines = (vf.LIVE_LINE, vf.ARCHIVED_LINE)
-    assert [f.id for f in files.nearest(unit(1, 0), 5, kinds=lines, floor=0.0)] == [1]
-    assert [f.id for f in files.nearest(unit(1, 0), 5, kinds=(vf.MARK,), floor=0.0)] == [2]
+    assert files.of(lines) is files.lines and files.of((vf.MARK,)) is files.marks
+    assert [f.id for f in files.lines.nearest(unit(1, 0), 5, kinds=lines, floor=0.0)] == [1]
+    assert [f.id for f in files.marks.nearest(unit(1, 0), 5, kinds=(vf.MARK,), floor=0.0)] == [2]
     with pytest.raises(ValueError, match="apart"):
-        files.nearest(unit(1, 0), 5, kinds=(vf.LIVE_LINE, vf.MARK), floor=0.0)
+        files.of((vf.LIVE_LINE, vf.MARK))
     assert {p.name for p in tmp_path.iterdir()} >= {"vectors.i8", "vectors.marks.i8"}
     assert vf.VectorFiles(tmp_path / "vectors", "model", 2, writable=False).generation == 4
     # A marks file lost (or never written: the layout before kept both in one) is not of
