@@ -4,6 +4,7 @@ recall for it), and must never find what a change erases."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ import pytest
 from daemon.core.vectors import DAILY, LIVE, NewVector, Place, Vector
 from daemon.store import Store
 
-pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
+np = pytest.importorskip("numpy", reason="needs pip install 'cambium-memory[semantic]'")
 
 DAY = date(2026, 4, 11)
 
@@ -104,3 +105,69 @@ def test_the_marks_found_by_meaning_are_looked_up_only_in_their_workspace(store:
     assert store.read_sync(lambda tx: tx.dense.mark_sources(ids, "home")) == {ids[0]: "mk_home"}
     both = store.read_sync(lambda tx: tx.dense.mark_sources([*ids, 999], None))
     assert both == {ids[0]: "mk_home", ids[1]: "mk_work"}
+
+
+def test_the_vector_files_of_the_release_before_are_rebuilt_from_the_rows_alike(
+    store: Store, tmp_path: Path
+) -> None:
+    """Before, one matrix held the int8 values of lines and marks together, under a header
+    naming no layout. The daemon's start finds it not current and rebuilds both files from
+    the store's rows; until then the CLI ranks by words alone."""
+    from test_fusion import stored_parts
+
+    from daemon.core.vectors import MARKS
+    from daemon.search.fusion import meaning_hash
+    from daemon.search.vector_file import LIVE_LINE, MARK, quantize
+    from daemon.services.dense_store import StoredVectors
+
+    parts = stored_parts(store, tmp_path)
+
+    def new(place: Place, text: str) -> NewVector:
+        values, scale = quantize(parts.semantic.embedder.embed([text])[0])
+        return NewVector(place, meaning_hash((text,)), Vector(values.tobytes(), scale))
+
+    parts.vectors.write(
+        [
+            new(Place(DAILY, DAY.isoformat(), LIVE, 1), "violin practice"),
+            new(Place(MARKS, "mk_violin", scope="home"), "plays the violin"),
+        ]
+    )
+
+    def answers(vectors: StoredVectors) -> tuple[list[int], dict[str, float]]:
+        query = parts.semantic.embed_query("violin concert")
+        lines = vectors.nearest(query, 5, kinds=(LIVE_LINE,), floor=0.2)
+        marks = vectors.nearest(query, 5, kinds=(MARK,), floor=0.2)
+        sources = store.read_sync(lambda tx: tx.dense.mark_sources([m.id for m in marks], None))
+        return [f.part for f in lines], {sources[m.id]: round(m.similarity, 3) for m in marks}
+
+    before = answers(parts.vectors)
+    assert before[0] == [1] and list(before[1]) == ["mk_violin"]
+    parts.vectors.close()
+    # The files as the release before leaves them: one matrix of int8 values, both rows.
+    held = [held_rows(tmp_path / name, 256) for name in ("vectors", "vectors.marks")]
+    np.concatenate([values for values, _ in held]).tofile(tmp_path / "vectors.i8")
+    np.concatenate([slots for _, slots in held]).tofile(tmp_path / "vectors.slots")
+    header = tmp_path / "vectors.json"
+    generation = json.loads(header.read_text())["generation"]
+    header.write_text(
+        json.dumps({"model": "meaning-test", "dimension": 256, "generation": generation})
+    )
+    for part in ("i8", "slots", "json"):
+        (tmp_path / f"vectors.marks.{part}").unlink()
+    cli = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=False)
+    assert cli.embedded == 0  # not current: not searched
+    daemon = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
+    daemon.prepare(lambda: False)
+    assert daemon.embedded == 2
+    assert answers(daemon) == before
+    assert '"layout"' in header.read_text() and (tmp_path / "vectors.marks.i8").is_file()
+
+
+def held_rows(base: Path, dimension: int) -> tuple[Any, Any]:
+    """The int8 values and the slots of the rows a vector file holds."""
+    from daemon.search.vector_file import FREE, SLOT
+
+    values = np.fromfile(base.with_name(base.name + ".i8"), np.uint8).reshape(-1, dimension)
+    slots = np.fromfile(base.with_name(base.name + ".slots"), SLOT)
+    used = slots["kind"] != FREE
+    return (values[used] ^ np.uint8(0x80)).view(np.int8), slots[used]
