@@ -44,8 +44,8 @@ GROWTH = 4096  # slots added at least when the files grow
 CHUNK = 65_536  # rows scored per call of the model
 # The rows a search chooses are scored where they lie in each window of this many rows
 # that they fill at least half of (the others' scores thrown away), and gathered first
-# from the rest. Gathering copies every row it scores: at 100,000 marks beside a million
-# lines, 3 ms a query before the model reads them again.
+# from the rest. Gathering copies every row it scores: 100,000 rows, 3 ms a query before
+# the model reads them again.
 WINDOW = 4096
 SELECTIONS = 16  # the selections of slots remembered until the slots change
 
