@@ -230,7 +230,8 @@ class RecallConfig(_Section):
     @property
     def vectors(self) -> Path:
         """Where the memory-mapped copy of the stored vectors is kept (``<base>.i8``,
-        ``.slots``, ``.json``): beside the embedding cache."""
+        ``.slots``, ``.json`` for the daily lines', ``<base>.marks.*`` for the marks'):
+        beside the embedding cache."""
         return self.embeddings.with_suffix("")
 
     @model_validator(mode="after")
