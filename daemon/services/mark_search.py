@@ -66,7 +66,7 @@ class MarkSearch:
         """:meth:`index`, as the bus's writer's own transactions (no write lock contended
         for beside it), if anything is queued; how many marks were taken off the queue."""
         done = 0
-        while await store.read(_queued):
+        while await store.read(_count_queued):
             taken = await store.write(_index_queued, durable=False)  # (rebuilt if lost)
             done += taken
             if taken < CHUNK:
@@ -104,10 +104,6 @@ def _index_queued(tx: Tx) -> int:
     ]
     tx.text_index.indexed_marks(queued, rows)
     return len(queued)
-
-
-def _queued(tx: Tx) -> bool:
-    return tx.text_index.count_pending() > 0
 
 
 def _count_queued(tx: Tx) -> int:
