@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -81,6 +82,32 @@ def timed(search: Callable[[np.ndarray], object], queries: np.ndarray) -> dict[s
         "p99_ms": round(percentile(wall, 0.99), 2),
         "cpu_p50_ms": round(statistics.median(cpu), 2),
         "cpu_p99_ms": round(percentile(cpu, 0.99), 2),
+    }
+
+
+def beside_exact(search: Callable[[np.ndarray], list[Any]], queries: np.ndarray) -> dict[str, Any]:
+    """``search`` as the daemon runs it (above SIGNS_ABOVE rows, a first pass by the signs)
+    beside the same search scoring every row, in the same run: the exact one's times, and
+    what share of the exact answer the daemon's holds, by id and as similar (at least as
+    similar as the exact answer's last; random vectors are the hard case: real text's
+    nearest stand further apart)."""
+    from daemon.search import vector_file
+
+    answers = [search(query) for query in queries]
+    signs_above = vector_file.SIGNS_ABOVE
+    vector_file.SIGNS_ABOVE = sys.maxsize
+    try:
+        exact_times = timed(search, queries)
+        exact = [search(query) for query in queries]
+    finally:
+        vector_file.SIGNS_ABOVE = signs_above
+    pairs = [(answer, best) for answer, best in zip(answers, exact, strict=True) if best]
+    ids = [len({f.id for f in a} & {f.id for f in b}) / len(b) for a, b in pairs]
+    alike = [sum(f.similarity >= b[-1].similarity for f in a) / len(b) for a, b in pairs]
+    return {
+        "exact": exact_times,
+        "share_of_exact_ids": round(statistics.mean(ids), 3) if ids else None,
+        "share_as_similar": round(statistics.mean(alike), 3) if alike else None,
     }
 
 
@@ -134,11 +161,18 @@ def bench_int8_mmap(count: int, queries: np.ndarray, scratch: Path) -> dict[str,
     before = memory()
     file = VectorFiles(base, "bench", DIMENSION, writable=False)
     lines, of_marks = (LIVE_LINE,), file.of((MARK,))
-    every = timed(lambda q: file.lines.nearest(q, LIMIT, kinds=lines, floor=0.0), queries)
+
+    def every_line(query: np.ndarray) -> list[Any]:
+        return file.lines.nearest(query, LIMIT, kinds=lines, floor=0.0)
+
+    def every_mark(query: np.ndarray) -> list[Any]:
+        return of_marks.nearest(query, MAX_HITS, kinds=(MARK,), floor=0.0, key=1)
+
+    every = {**timed(every_line, queries), **beside_exact(every_line, queries)}
     recent = timed(
         lambda q: file.lines.nearest(q, LIMIT, kinds=lines, floor=0.0, since=week), queries
     )
-    marks = timed(lambda q: of_marks.nearest(q, MAX_HITS, kinds=(MARK,), floor=0.0, key=1), queries)
+    marks = {**timed(every_mark, queries), **beside_exact(every_mark, queries)}
     after = memory()
     file.close()
     for name in (base.name, base.name + ".marks"):

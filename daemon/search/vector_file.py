@@ -33,6 +33,7 @@ import onnxruntime
 from numpy.typing import NDArray
 
 from daemon.fs import make_private_file
+from daemon.search.sign_bits import SignBits
 
 FREE, LIVE_LINE, ARCHIVED_LINE, MARK = 0, 1, 2, 3
 SLOT = np.dtype([("id", "<i8"), ("scale", "<f4"), ("key", "<i4"), ("part", "<i4"), ("kind", "i1")])
@@ -48,6 +49,13 @@ CHUNK = 65_536  # rows scored per call of the model
 # the model reads them again.
 WINDOW = 4096
 SELECTIONS = 16  # the selections of slots remembered until the slots change
+# A search of more rows than this scores exactly only the FIRST_PASS (or 20 times as many
+# as it asks for) whose signs are nearest the query's (:mod:`daemon.search.sign_bits`).
+# Measured on 100,000 marks of real text: 2.0 ms a query against 6.4 (even at 16,384), and
+# what it returns is as similar as the 200 most similar (98 % of them, the rest ties).
+SIGNS_ABOVE = 20_000
+FIRST_PASS = 4_000
+FIRST_PASS_SHARE = 16
 
 _Asked = tuple[tuple[int, ...], int | None, int | None]  # kinds, key, since
 _Selection = tuple[NDArray[np.intp], NDArray[np.float32]]  # the slots, their scales
@@ -180,6 +188,7 @@ class VectorFile:
             )
         used = np.flatnonzero(self._slots["kind"] != FREE)
         self._selections: dict[_Asked, _Selection] = {}
+        self._signs: SignBits | None = None  # (built when a search first needs them)
         self._high = int(used[-1]) + 1 if used.size else 0
         self._free = [int(s) for s in np.flatnonzero(self._slots["kind"][: self._high] == FREE)]
         self.live = int(used.size)
@@ -243,6 +252,8 @@ class VectorFile:
         for slot, entry in zip(slots, entries, strict=True):
             self._matrix[slot] = offset(entry.values)
             self._slots[slot] = (entry.id, entry.scale, entry.key, entry.part, entry.kind)
+        if self._signs is not None:
+            self._signs.set(slots, np.asarray(self._matrix[slots]))
         self.live += len(entries)
         self._selections.clear()
 
@@ -256,6 +267,8 @@ class VectorFile:
         )
         self._matrix[slots] = 0
         self._slots[slots] = np.zeros(1, dtype=SLOT)
+        if self._signs is not None:
+            self._signs.set(slots.tolist(), np.asarray(self._matrix[slots]))
         self._selections.clear()
         self._free.extend(int(s) for s in slots)
         self.live -= len(slots)
@@ -290,6 +303,12 @@ class VectorFile:
         if chosen.size == 0:
             return []
         values, scale = quantize(query)
+        if chosen.size > SIGNS_ABOVE:
+            if self._signs is None:
+                self._signs = SignBits(self._matrix, self._high)
+            first = max(FIRST_PASS, 20 * limit, chosen.size // FIRST_PASS_SHARE)
+            kept = self._signs.nearest(chosen, values, first)
+            chosen, scales = chosen[kept], scales[kept]
         similarity = self._score(chosen, values) * scales * np.float32(scale)
         top = chosen.size if limit >= chosen.size else limit
         best = np.argpartition(-similarity, top - 1)[:top]

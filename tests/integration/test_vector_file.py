@@ -187,3 +187,37 @@ def test_lines_and_marks_are_kept_and_searched_apart(vf: ModuleType, tmp_path: P
         (tmp_path / f"vectors.marks.{part}").unlink()
     assert vf.VectorFiles(tmp_path / "vectors", "model", 2, writable=False).generation == -1
     assert files.remove([1, 2, 3]) == 2
+
+
+def test_a_large_search_scores_only_the_rows_whose_signs_are_nearest(
+    vf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vf, "SIGNS_ABOVE", 100)
+    monkeypatch.setattr(vf, "FIRST_PASS", 60)
+    file = vf.VectorFile(tmp_path / "vectors", "model", 64)
+    rng = np.random.default_rng(11)
+    query = rng.normal(size=64).astype(np.float32)
+    query /= np.linalg.norm(query)
+    # 500 marks: most unrelated, ten close to the query (their signs mostly the query's).
+    rows = rng.normal(size=(500, 64)).astype(np.float32)
+    rows[::50] = query + rng.normal(scale=0.1, size=(10, 64))
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    file.put([entry(vf, n + 1, rows[n], kind=vf.MARK, key=1) for n in range(500)])
+    scored: list[int] = []
+    dots = file._scorer.dots
+    monkeypatch.setattr(file._scorer, "dots", lambda r, q: scored.append(len(r)) or dots(r, q))
+    ask = {"kinds": (vf.MARK,), "floor": -1.0, "key": 1}
+    found = file.nearest(query, 3, **ask)
+    assert sum(scored) == 60  # (a small search: 20 times 3 is the first pass)
+    exact = rows @ query
+    assert [f.id - 1 for f in found] == list(np.argsort(-exact)[:3])
+    assert [f.similarity for f in found] == pytest.approx(np.sort(exact)[::-1][:3], abs=0.03)
+    assert {f.id - 1 for f in file.nearest(query, 10, **ask)} == set(range(0, 500, 50))
+    # The signs follow what is written and removed.
+    file.put([entry(vf, 501, query, kind=vf.MARK, key=1)])
+    assert file.nearest(query, 1, **ask)[0].id == 501
+    file.remove([501])
+    assert file.nearest(query, 1, **ask)[0].id != 501
+    scored.clear()
+    assert len(file.nearest(query, 3, **{**ask, "floor": 2.0})) == 0
+    assert sum(scored) == 60
