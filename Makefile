@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-installed
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint llama bench mutate clean
+.PHONY: run test test-fast lint llama bench mutate clean bytecode
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +18,20 @@ $(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet -e '.[test,dev,postgres,semantic]'
 	touch $@
 
-run: $(RUN_STAMP)
+# The project's own bytecode, written ahead (only what changed: a fraction of a second).
+# pip writes it for what it installs, but not for this editable checkout, and where
+# PYTHONDONTWRITEBYTECODE is set (as on some build machines) every `cambium` process would
+# compile every module it imports (measured at a million lines: the daemon's start 2.0
+# against 1.5 s, a CLI recall with the daemon down 1.47 against 1.2-1.35 s).
+bytecode: $(RUN_STAMP)
+	$(BIN)/python -m compileall -q daemon receptors rhythms
+
+run: $(RUN_STAMP) bytecode
 	$(BIN)/cambium run $(if $(CONFIG),--config $(CONFIG))
 
 # Everything, on both cores: tests/unit, tests/integration, tests/acceptance (the real
 # `cambium` process) and tests/reliability.
-test: $(STAMP)
+test: $(STAMP) bytecode
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
 
 # The inner loop: the unit and integration tests and the in-process reliability ones, on
@@ -53,7 +61,7 @@ $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	touch $@
 
-bench: $(VENV)/.bench-installed
+bench: $(VENV)/.bench-installed bytecode
 	$(BIN)/python -m bench
 
 # Mutation testing with mutmut (configured in pyproject.toml, [tool.mutmut]): run before a
