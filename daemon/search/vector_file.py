@@ -51,8 +51,9 @@ WINDOW = 4096
 SELECTIONS = 16  # the selections of slots remembered until the slots change
 # A search of more rows than this scores exactly only the FIRST_PASS (or 20 times as many
 # as it asks for) whose signs are nearest the query's (:mod:`daemon.search.sign_bits`).
-# Measured on 100,000 marks of real text: 2.0 ms a query against 6.4 (even at 16,384), and
-# what it returns is as similar as the 200 most similar (98 % of them, the rest ties).
+# Measured on 100,000 marks of real text: 2 ms a query against 4-6 (and no slower from
+# 16,384 rows on), and what it returns is as similar as the 200 most similar (98 % of
+# them, the rest ties).
 SIGNS_ABOVE = 20_000
 FIRST_PASS = 4_000
 FIRST_PASS_SHARE = 16
