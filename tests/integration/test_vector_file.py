@@ -25,6 +25,12 @@ def unit(*values: float) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
+def unit_rows(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """Random rows of unit length."""
+    rows = rng.normal(size=shape).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
 def entry(
     vf: ModuleType, id_: int, vector: np.ndarray, kind: int = 1, key: int = 10, part: int = 1
 ) -> object:
@@ -126,8 +132,7 @@ def test_rows_filling_a_window_are_scored_in_place_and_the_rest_gathered_alike(
     monkeypatch.setattr(vf, "CHUNK", 40)
     file = vf.VectorFile(tmp_path / "vectors", "model", 8)
     rng = np.random.default_rng(3)
-    rows = rng.normal(size=(300, 8)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows = unit_rows(rng, 300, 8)
     # Marks: rows 0-39 (their windows full: in place, in calls of 40 rows); every 6th row
     # of 40-159 (too few: gathered); 160-239 but for every 4th row, a line (in place, the
     # lines' scores thrown away); lines elsewhere, with the day n.
@@ -140,8 +145,7 @@ def test_rows_filling_a_window_are_scored_in_place_and_the_rest_gathered_alike(
             for n in range(300)
         ]
     )
-    query = rng.normal(size=8).astype(np.float32)
-    query /= np.linalg.norm(query)
+    query = unit_rows(rng, 8)
     exact = rows @ query
     for kinds, key, since, chosen in (
         ((vf.MARK,), 1, None, sorted(marks)),
@@ -194,14 +198,13 @@ def test_a_large_search_scores_only_the_rows_whose_signs_are_nearest(
 ) -> None:
     monkeypatch.setattr(vf, "SIGNS_ABOVE", 100)
     monkeypatch.setattr(vf, "FIRST_PASS", 60)
-    file = vf.VectorFile(tmp_path / "vectors", "model", 64)
     rng = np.random.default_rng(11)
-    query = rng.normal(size=64).astype(np.float32)
-    query /= np.linalg.norm(query)
+    query = unit_rows(rng, 64)
     # 500 marks: most unrelated, ten close to the query (their signs mostly the query's).
-    rows = rng.normal(size=(500, 64)).astype(np.float32)
-    rows[::50] = query + rng.normal(scale=0.1, size=(10, 64))
+    rows = unit_rows(rng, 500, 64)
+    rows[::50] = unit_rows(rng, 10, 64) * 0.8 + query
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    file = vf.VectorFile(tmp_path / "vectors", "model", 64)
     file.put([entry(vf, n + 1, rows[n], kind=vf.MARK, key=1) for n in range(500)])
     scored: list[int] = []
     dots = file._scorer.dots
