@@ -42,7 +42,8 @@ _COLUMNS = (
     vectors.c.vector,
     vectors.c.scale,
 )
-# On the driver: a semantic recall asks it for the 200 marks its search found, and
+# On the driver: a semantic recall without the daemon (which keeps them in memory, see
+# daemon.services.dense_store) asks it for the 200 marks its search found, and
 # SQLAlchemy's building and expanding of the IN list was most of that search's Python
 # (which holds the interpreter while recall's lexical work waits). The lists come in a
 # dozen lengths (:func:`~daemon.store.sql.in_chunks`), so the driver prepares a dozen.
@@ -51,6 +52,7 @@ _COLUMNS = (
 # ``layer = 'marks'`` in the WHERE clause too, SQLite 3.40 searched the layer's unique
 # index instead of the ids (200 ids among 70,000 vectors: 12 ms against 0.3).
 _MARK_SOURCES = "SELECT id, source, scope FROM dense_vectors WHERE id IN ({ids})"
+_MARK_PLACES = "SELECT id, source, scope FROM dense_vectors WHERE layer = ?"
 # The worker's batch is written on the driver: through SQLAlchemy Core, a DELETE and an
 # INSERT built per vector took 9.8-9.9 ms of CPU a batch of 32 (now 0.7), holding the
 # interpreter beside the recalls the worker had made way for (seen with py-spy --gil).
@@ -183,6 +185,16 @@ class DenseRows:
             )
             cursor.close()
         return found
+
+    def mark_places(self) -> dict[int, tuple[str, str]]:
+        """Every mark's vector: its mark's id and workspace, by the vector's id."""
+        cursor = Raw(self.connection).execute(_MARK_PLACES, (MARKS,))
+        workspaces: dict[str, str] = {}  # (one string per workspace, not per mark)
+        places = {
+            id_: (source, workspaces.setdefault(scope, scope)) for id_, source, scope in cursor
+        }
+        cursor.close()
+        return places
 
     def after(self, last_id: int, limit: int) -> list[StoredVector]:
         """Up to ``limit`` vectors with an id above ``last_id``, by id."""

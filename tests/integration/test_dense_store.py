@@ -107,6 +107,54 @@ def test_the_marks_found_by_meaning_are_looked_up_only_in_their_workspace(store:
     assert both == {ids[0]: "mk_home", ids[1]: "mk_work"}
 
 
+def test_the_daemon_looks_the_marks_found_up_in_memory_and_keeps_them_current(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search by meaning finds vectors; the daemon names their marks without reading the
+    store (200 rows a recall, 1-2 ms), and its map follows every write and erasure. The
+    CLI, which may not write, asks the store."""
+    from daemon.core.vectors import MARKS
+    from daemon.services.dense_store import StoredVectors
+
+    def mark(mark_id: str, workspace: str, n: int) -> NewVector:
+        place = Place(MARKS, mark_id, scope=workspace)
+        return NewVector(place, bytes([n]) * 32, Vector(bytes([n]) * 256, 1.0))
+
+    daemon = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
+    daemon.prepare(lambda: False)
+
+    def vector_ids() -> dict[str, int]:  # (each mark's vector's id, as the store has it)
+        found = store.read_sync(lambda tx: tx.dense.mark_sources(tx.dense.ids(), None))
+        return {mark_id: id_ for id_, mark_id in found.items()}
+
+    daemon.write([mark("mk_home", "home", 1), mark("mk_work", "work", 2)])
+    ids = vector_ids()
+    restarted = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
+    restarted.prepare(lambda: False)
+    cli = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=False)
+
+    def no_reads(work: Callable[[Any], Any]) -> Any:
+        raise AssertionError("the store was read")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "read_sync", no_reads)
+        for vectors in (daemon, restarted):
+            assert vectors.marks_of([ids["mk_home"], ids["mk_work"], 999], "home") == {
+                ids["mk_home"]: "mk_home"
+            }
+            assert vectors.marks_of([ids["mk_work"]], None) == {ids["mk_work"]: "mk_work"}
+        with pytest.raises(AssertionError, match="the store was read"):
+            cli.marks_of([ids["mk_home"]], None)
+    assert cli.marks_of([ids["mk_home"]], "home") == {ids["mk_home"]: "mk_home"}
+
+    daemon.write([mark("mk_home", "home", 3)])  # its text changed: a new vector
+    daemon.delete(lambda dense: dense.delete_ids([ids["mk_work"]]))  # forgotten
+    assert vector_ids().keys() == {"mk_home"}
+    moved = vector_ids()["mk_home"]
+    assert moved != ids["mk_home"]
+    assert daemon.marks_of([ids["mk_home"], ids["mk_work"], moved], None) == {moved: "mk_home"}
+
+
 def test_the_vector_files_of_the_release_before_are_rebuilt_from_the_rows_alike(
     store: Store, tmp_path: Path
 ) -> None:
