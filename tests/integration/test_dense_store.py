@@ -155,6 +155,48 @@ def test_the_daemon_looks_the_marks_found_up_in_memory_and_keeps_them_current(
     assert daemon.marks_of([ids["mk_home"], ids["mk_work"], moved], None) == {moved: "mk_home"}
 
 
+def test_a_forget_between_the_daemons_open_and_its_repair_leaves_the_file_to_repair(
+    store: Store, tmp_path: Path
+) -> None:
+    """The daemon opens its vectors before it serves and repairs a stale file later, in
+    the worker: a forget in between must not mark the file current, or the repair would
+    be skipped and what the file lacks never searched."""
+    from daemon.core.vectors import MARKS
+    from daemon.search.vector_file import MARK
+    from daemon.services.dense_store import StoredVectors
+
+    def mark(mark_id: str, n: int) -> NewVector:
+        return NewVector(
+            Place(MARKS, mark_id, scope="home"), bytes([n]) * 32, Vector(b"\x01" * 256, 1.0)
+        )
+
+    def opened() -> StoredVectors:
+        return StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
+
+    before = opened()
+    before.prepare(lambda: False)
+    before.write([mark("mk_forgotten", 1)])
+    before.close()
+    # Stored while no daemon held the file (a crash between the two): the file lacks it.
+    store.write_sync(lambda tx: (tx.dense.put([mark("mk_kept", 2)]), tx.dense.changed()))
+    (forgotten,) = [
+        i
+        for i, m in store.read_sync(lambda tx: tx.dense.mark_sources(tx.dense.ids(), None)).items()
+        if m == "mk_forgotten"
+    ]
+
+    daemon = opened()
+    daemon.open()
+    daemon.delete(lambda dense: dense.delete_ids([forgotten]))
+    daemon.prepare(lambda: False)
+
+    query = np.ones(256, dtype=np.float32) / 16
+    found = daemon.nearest(query, 5, kinds=(MARK,), floor=0.0)
+    assert daemon.marks_of([f.id for f in found], "home") == {found[0].id: "mk_kept"}
+    reader = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=False)
+    assert reader.embedded == 1  # current, and holding only what the store holds
+
+
 def test_the_vector_files_of_the_release_before_are_rebuilt_from_the_rows_alike(
     store: Store, tmp_path: Path
 ) -> None:
