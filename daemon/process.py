@@ -76,8 +76,12 @@ async def run_daemon(config: Config, *, clock: Clock = utcnow) -> None:
             if worker is not None:
                 # Before serving: opening reads where each mark's vector belongs, which
                 # holds the interpreter (0.1-0.2 s at 100,000 marks) and stalled the
-                # recalls beside it.
-                await anyio.to_thread.run_sync(worker.vectors.open)
+                # recalls beside it. If it fails, the worker's start tries again (and the
+                # daemon serves, ranking by words, as when its worker fails later).
+                try:
+                    await anyio.to_thread.run_sync(worker.vectors.open)
+                except Exception:
+                    log.exception("the stored vectors could not be opened")
                 worker.start()  # embeds in the background; recall never waits for it
             await _serve(config, daemon, sockets)
         finally:

@@ -177,6 +177,22 @@ def test_the_daemon_embeds_in_the_background_what_changes_and_finds_marks_by_mea
         assert [mark["observation"] for mark in marks] == [observed["observation"]]
 
 
+def test_a_daemon_whose_vectors_cannot_be_opened_serves_and_ranks_by_words(
+    home: DaemonHome, semantic_config: str
+) -> None:
+    """The daemon opens its stored vectors before it serves. When that fails (here a
+    symlink where the matrix belongs, which is refused, not followed), its log says so and
+    it serves all the same, ranking by words, as when its worker fails later."""
+    home.extra_config = semantic_config
+    home.write_config()
+    (home.root / "embeddings.i8").symlink_to(home.root / "elsewhere")
+    with running(home):
+        found = asked(home, "lentil", layers="substrate")
+        assert [Path(hit["file"]).name for hit in found["substrate"]] == ["food.md"]
+    assert "the stored vectors could not be opened" in home.log_text()
+    assert not (home.root / "elsewhere").exists()
+
+
 def test_sigterm_stops_the_daemon_within_seconds_while_it_embeds(
     home: DaemonHome, semantic_config: str
 ) -> None:
