@@ -107,6 +107,12 @@ def test_the_marks_found_by_meaning_are_looked_up_only_in_their_workspace(store:
     assert both == {ids[0]: "mk_home", ids[1]: "mk_work"}
 
 
+def vector_ids(store: Store) -> dict[str, int]:
+    """Each mark's vector's id, as the store has it."""
+    found = store.read_sync(lambda tx: tx.dense.mark_sources(tx.dense.ids(), None))
+    return {mark_id: id_ for id_, mark_id in found.items()}
+
+
 def test_the_daemon_looks_the_marks_found_up_in_memory_and_keeps_them_current(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,13 +128,8 @@ def test_the_daemon_looks_the_marks_found_up_in_memory_and_keeps_them_current(
 
     daemon = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
     daemon.prepare(lambda: False)
-
-    def vector_ids() -> dict[str, int]:  # (each mark's vector's id, as the store has it)
-        found = store.read_sync(lambda tx: tx.dense.mark_sources(tx.dense.ids(), None))
-        return {mark_id: id_ for id_, mark_id in found.items()}
-
     daemon.write([mark("mk_home", "home", 1), mark("mk_work", "work", 2)])
-    ids = vector_ids()
+    ids = vector_ids(store)
     restarted = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=True)
     restarted.prepare(lambda: False)
     cli = StoredVectors(store, tmp_path / "vectors", "meaning-test", 256, writable=False)
@@ -149,8 +150,8 @@ def test_the_daemon_looks_the_marks_found_up_in_memory_and_keeps_them_current(
 
     daemon.write([mark("mk_home", "home", 3)])  # its text changed: a new vector
     daemon.delete(lambda dense: dense.delete_ids([ids["mk_work"]]))  # forgotten
-    assert vector_ids().keys() == {"mk_home"}
-    moved = vector_ids()["mk_home"]
+    assert vector_ids(store).keys() == {"mk_home"}
+    moved = vector_ids(store)["mk_home"]
     assert moved != ids["mk_home"]
     assert daemon.marks_of([ids["mk_home"], ids["mk_work"], moved], None) == {moved: "mk_home"}
 
@@ -179,11 +180,7 @@ def test_a_forget_between_the_daemons_open_and_its_repair_leaves_the_file_to_rep
     before.close()
     # Stored while no daemon held the file (a crash between the two): the file lacks it.
     store.write_sync(lambda tx: (tx.dense.put([mark("mk_kept", 2)]), tx.dense.changed()))
-    (forgotten,) = [
-        i
-        for i, m in store.read_sync(lambda tx: tx.dense.mark_sources(tx.dense.ids(), None)).items()
-        if m == "mk_forgotten"
-    ]
+    forgotten = vector_ids(store)["mk_forgotten"]
 
     daemon = opened()
     daemon.open()
