@@ -46,6 +46,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 from bench.harness import (
     SUBJECTS,
@@ -57,6 +58,7 @@ from bench.harness import (
     whole_process,
 )
 from bench.report import Figure, Part, at_most, percentiles, publish
+from daemon.config_file import DEFAULT_TIMEZONE
 from daemon.core.records import Mark
 from daemon.search.daily import CANDIDATES
 from daemon.search.text import terms
@@ -81,8 +83,12 @@ IDLE = 1.0  # seconds before each of the after-idle recalls
 # interval between looks for hand-edited daily files, which it takes only after a change.
 PAUSE = HAND_EDITS_LOOK + 1.0
 PAUSED = 10
-TODAY = date(2026, 11, 30)
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# The notes end on the day the bench runs, in the daemon's zone: recall's default horizon
+# (the last 7 days of the daily layer) then holds a week of lines on any day. (Until
+# 2026-12-08 the last day was fixed at 2026-11-30, so the window held fewer days each day
+# the bench ran later, and none from 2026-12-08 on.)
+NOW = datetime.now(UTC)
+TODAY = NOW.astimezone(ZoneInfo(DEFAULT_TIMEZONE)).date()
 
 RAW_FTS = "SELECT rowid FROM text_fts_daily WHERE text_fts_daily MATCH ? ORDER BY rank LIMIT ?"
 

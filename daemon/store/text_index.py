@@ -40,12 +40,15 @@ _FILTERS = (
 # years of notes a 7-day recall ranked the matches of all 1,100 days. The rows of the days
 # from ``since`` on lie in a narrow window of ids (lines are indexed as they are written,
 # and an index is built oldest day first), and FTS5 itself skips rows outside a rowid range,
-# so only the window is ranked; the join's filter still decides exactly.
-_SINCE_WINDOW = (
-    " AND text_fts_{layer}.rowid BETWEEN"
-    " (SELECT min(id) FROM text_rows WHERE layer = '{layer}' AND source >= :since)"
-    " AND (SELECT max(id) FROM text_rows WHERE layer = '{layer}' AND source >= :since)"
+# so only the window is ranked; the join's filter still decides exactly. The window is read
+# first and given as numbers: as subqueries in the same statement its bounds cost twice as
+# much (in three years of notes 2.7 against 1.4 ms for a week, 9.7 against 4.5 for a
+# month), and an empty window (no line since) did not bound FTS5 at all (10 ms, every
+# match ranked, none kept, against 0.03).
+_SQLITE_WINDOW = text(
+    "SELECT min(id), max(id) FROM text_rows WHERE layer = :layer AND source >= :since"
 )
+_SINCE_WINDOW = " AND text_fts_{layer}.rowid BETWEEN :low AND :high"
 # The FTS5 table and vocabulary of each layer (fixed names, never from input); candidates
 # read whole or by source, without and with a ``since``.
 _SQLITE_CANDIDATES = {
@@ -284,8 +287,15 @@ class TextRows:
     ) -> Sequence[Any]:
         if not wanted:
             return []
-        filters = {"scope": scope, "since": since, "limit": limit}
+        filters: dict[str, Any] = {"scope": scope, "since": since, "limit": limit}
         if self.connection.dialect.name == "sqlite":
+            if since is not None:
+                window = {"layer": layer, "since": since}
+                filters["low"], filters["high"] = self.connection.execute(
+                    _SQLITE_WINDOW, window
+                ).one()
+                if filters["low"] is None:  # no row from ``since`` on
+                    return []
             query = " OR ".join(f'"{term}"' for term in wanted)  # terms are letters and digits
             statement = _SQLITE_CANDIDATES[(fields, layer, since is not None)]
             return self.connection.execute(statement, {"query": query, **filters}).all()

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
+from sqlalchemy import event
 from support import merge_half_done
 from test_marks_store import T0, insert, make_mark
 
@@ -73,20 +76,25 @@ def test_a_mark_is_found_by_its_subjects_words_and_its_text(store: Store) -> Non
 def test_candidate_sources_are_the_candidates_sources_best_first_in_their_scope(
     store: Store,
 ) -> None:
+    """Also when another scope's marks outrank the scope's own for the places asked for."""
     for n, (space, text) in enumerate(
-        [("w", "tea"), ("w", "tea tea by the lake"), ("other", "tea"), ("w", "lake")]
+        [("w", "tea"), ("w", "tea tea by the lake"), ("other", "tea tea tea"), ("w", "lake")]
     ):
         insert(store, make_mark(f"mk_{n}", f"user.n{n}", workspace_id=space, observation=text))
     MarkSearch().index(store)
 
-    def both(tx: Tx) -> tuple[list[str], list[str]]:
-        whole = tx.text_index.candidates(MARKS, ["tea"], 10, scope="w")
+    def both(tx: Tx, limit: int) -> tuple[list[str], list[str]]:
+        whole = tx.text_index.candidates(MARKS, ["tea"], limit, scope="w")
         return [c.source for c in whole], tx.text_index.candidate_sources(
-            MARKS, ["tea"], 10, scope="w"
+            MARKS, ["tea"], limit, scope="w"
         )
 
-    whole, sources = store.read_sync(both)
+    whole, sources = store.read_sync(partial(both, limit=10))
     assert sources == whole and sorted(sources) == ["mk_0", "mk_1"]
+    assert store.read_sync(partial(both, limit=1)) == (whole[:1], whole[:1])
+    assert store.read_sync(
+        lambda tx: tx.text_index.candidate_sources(MARKS, ["tea"], 1, scope="other")
+    ) == ["mk_2"]
 
 
 def test_forget_reaches_the_index_in_the_same_transaction(store: Store) -> None:
@@ -124,6 +132,36 @@ def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
         assert [c.source for c in found] == ["mk_b"]  # the index still works
     finally:
         store.close()
+
+
+def test_a_window_without_lines_asks_fts5_nothing(tmp_path: Path) -> None:
+    """FTS5 bounds its ranking by a recall's window of days only when given the window's
+    ids as numbers: with no line in the window (a week without notes) it ranked every
+    matching line of the years before, 8 ms in three years of notes, for the join to drop
+    them all."""
+    url = f"sqlite:///{tmp_path}/cambium.db"
+    upgrade(url)
+    store = Store(url)
+    store.start()
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    try:
+        index = StoreTextIndex(store)
+        live = Group(DAILY, DAY.isoformat(), "live")
+        index.write(live, [row_of(n, line) for n, line in enumerate(LINES, 1)], [], None)
+        event.listen(store._reader, "before_cursor_execute", seen)
+        later = (DAY + timedelta(days=1)).isoformat()
+        assert index.candidates(DAILY, ["swim"], 10, since=later) == []
+        found = index.candidates(DAILY, ["swim"], 10, since=DAY.isoformat())
+        assert sorted(c.part for c in found) == [1, 4]
+    finally:
+        event.remove(store._reader, "before_cursor_execute", seen)
+        store.close()
+    (matching,) = [s for s in statements if "MATCH" in s]  # the second's alone
+    assert "min(id)" not in matching
 
 
 def daily_in(store: Store, directory: Path) -> DailyLog:
