@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -85,9 +85,26 @@ _SCORING_COLUMNS = (
 )
 
 
-_SCORING_BY_ID = select(
-    *_SCORING_COLUMNS, marks.c.workspace_id, marks.c.state, marks.c.provenance
-).where(marks.c.id.in_(bindparam("ids", expanding=True)))
+# Read by id on the driver: through SQLAlchemy, the IN list's compilation and the instants'
+# type processing took 2.8 of a recall's 3.5 ms ranking its 200 marks found by their words
+# (1.7 ms on the driver), in three years of notes.
+_BY_ID_COLUMNS = (
+    "id, initial_strength, half_life_days, first_observed_at, last_reinforced_at,"
+    " reinforcement_count, workspace_id, state, provenance"
+)
+
+
+@cache
+def _scoring_by_id(placeholder: str, count: int) -> str:
+    marks_in = ", ".join([placeholder] * count)
+    return f"SELECT {_BY_ID_COLUMNS} FROM memory_marks WHERE id IN ({marks_in})"
+
+
+def _utc_instant(value: datetime | str) -> datetime:
+    """An instant as the driver returns it: SQLite's UTC text, PostgreSQL's aware time."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 class MarkStrength:
@@ -157,17 +174,20 @@ class MarkStrength:
     ) -> list[Scored]:
         """Like :meth:`score`, for the marks with these ids. Looked up by primary key alone
         (then filtered here), so no plan can scan a whole workspace for a few ids."""
+        placeholder = "?" if self.connection.dialect.name == "sqlite" else "%s"
         rows: list[Any] = []
         for chunk in in_chunks(mark_ids):
-            rows += self.connection.execute(_SCORING_BY_ID, {"ids": chunk}).all()
-        kept = [
-            tuple(row)[: len(_SCORING_COLUMNS)]
-            for row in rows
-            if row.workspace_id == workspace
-            and row.state in states
-            and (reinforced_since is None or row.last_reinforced_at >= reinforced_since)
-            and (provenances is None or row.provenance in provenances)
-        ]
+            statement = _scoring_by_id(placeholder, len(chunk))
+            rows += self.connection.exec_driver_sql(statement, tuple(chunk)).all()
+        kept = []
+        for mark_id, initial, half_life, first, last, count, in_workspace, state, made in rows:
+            if in_workspace != workspace or state not in states:
+                continue
+            last = _utc_instant(last)
+            if (reinforced_since is None or last >= reinforced_since) and (
+                provenances is None or made in provenances
+            ):
+                kept.append((mark_id, initial, half_life, _utc_instant(first), last, count))
         return self._scored(kept, now)
 
     def _scored(self, rows: Sequence[Any], now: datetime) -> list[Scored]:
