@@ -86,8 +86,8 @@ _SCORING_COLUMNS = (
 
 
 # Read by id on the driver: through SQLAlchemy, the IN list's compilation and the instants'
-# type processing took 2.8 of a recall's 3.5 ms ranking its 200 marks found by their words
-# (1.7 ms on the driver), in three years of notes.
+# type processing made a third of scoring the 200 marks a question's words found in three
+# years of notes (paired: 2.85 against 1.91 ms).
 _BY_ID_COLUMNS = (
     "id, initial_strength, half_life_days, first_observed_at, last_reinforced_at,"
     " reinforcement_count, workspace_id, state, provenance"
