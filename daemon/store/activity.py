@@ -24,6 +24,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from daemon.core.records import Mark, Seed, Tombstone
 from daemon.store.mark_strength import marks, reinforcements
 from daemon.store.seeds import seeds
+from daemon.store.sql import driver_instant
 from daemon.store.tombstones import tombstones
 
 T = TypeVar("T")
@@ -86,7 +87,7 @@ class Activity:
             )
         }
         items = [
-            Reinforced(found[r.mark_id], int(r.times), _aware(r.last_at))
+            Reinforced(found[r.mark_id], int(r.times), driver_instant(r.last_at))
             for r in rows
             if r.mark_id in found
         ]
@@ -157,13 +158,6 @@ class Activity:
     def _count(self, query: Select[Any]) -> int:
         counted = select(func.count()).select_from(query.subquery())
         return int(self.connection.execute(counted).scalar_one())
-
-
-def _aware(value: datetime | str) -> datetime:
-    """An aggregate's instant, whichever way the driver hands it back."""
-    if isinstance(value, str):  # SQLite: the stored text, in UTC
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _text(instant: datetime) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -19,7 +19,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from daemon.core.records import Reinforcement
 from daemon.core.strength import Strength, current_strength, strength
 from daemon.core.subjects import normalize_subject
-from daemon.store.sql import escape_like, in_chunks
+from daemon.store.sql import driver_instant, escape_like, in_chunks
 from daemon.store.tables import MarkTable, ReinforcementTable
 
 marks = MarkTable.__table__  # type: ignore[attr-defined]
@@ -100,13 +100,6 @@ def _scoring_by_id(placeholder: str, count: int) -> str:
     return f"SELECT {_BY_ID_COLUMNS} FROM memory_marks WHERE id IN ({marks_in})"
 
 
-def _utc_instant(value: datetime | str) -> datetime:
-    """An instant as the driver returns it: SQLite's UTC text, PostgreSQL's aware time."""
-    if isinstance(value, str):
-        return datetime.fromisoformat(value).replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
 class MarkStrength:
     """The marks matching a recall and their strength, inside the transaction of
     ``connection``."""
@@ -183,11 +176,11 @@ class MarkStrength:
         for mark_id, initial, half_life, first, last, count, in_workspace, state, made in rows:
             if in_workspace != workspace or state not in states:
                 continue
-            last = _utc_instant(last)
+            last = driver_instant(last)
             if (reinforced_since is None or last >= reinforced_since) and (
                 provenances is None or made in provenances
             ):
-                kept.append((mark_id, initial, half_life, _utc_instant(first), last, count))
+                kept.append((mark_id, initial, half_life, driver_instant(first), last, count))
         return self._scored(kept, now)
 
     def _scored(self, rows: Sequence[Any], now: datetime) -> list[Scored]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
 
@@ -96,6 +96,14 @@ def with_instants(table: Table, rows: Sequence[dict[str, Any]]) -> list[dict[str
         }
         for row in rows
     ]
+
+
+def driver_instant(value: datetime | str) -> datetime:
+    """An instant as the driver hands it back (SQLite: the stored text, in UTC; PostgreSQL:
+    an aware time), aware and in UTC, as :class:`UTCDateTime` reads it."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def in_chunks(items: Sequence[T], size: int = IN_LIST_LIMIT) -> Iterator[Sequence[T]]:

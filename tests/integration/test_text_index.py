@@ -4,6 +4,8 @@ and the daily layer and marks kept in it incrementally."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from functools import partial
 from pathlib import Path
@@ -109,13 +111,22 @@ def test_forget_reaches_the_index_in_the_same_transaction(store: Store) -> None:
     assert store.read_sync(lambda tx: tx.text_index.coverage()).get(MARKS, 0) == 0
 
 
-def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
-    """No term of a forgotten mark survives in FTS5's shadow tables, the rows, or the WAL."""
-    url = f"sqlite:///{tmp_path}/cambium.db"
+@contextmanager
+def sqlite_store(directory: Path) -> Iterator[Store]:
+    """A started store on a new SQLite file at head in ``directory``."""
+    url = f"sqlite:///{directory}/cambium.db"
     upgrade(url)
     store = Store(url)
     store.start()
     try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
+    """No term of a forgotten mark survives in FTS5's shadow tables, the rows, or the WAL."""
+    with sqlite_store(tmp_path) as store:
         secret = "xylophonistic quizzicality"
         insert(store, make_mark("mk_a", "user.secret", observation=secret))
         insert(store, make_mark("mk_b", "user.other", observation="ordinary words here"))
@@ -130,25 +141,19 @@ def test_forgotten_text_leaves_the_sqlite_files(tmp_path: Path) -> None:
             assert not any(stem in data for stem in stems), path.name
         found = store.read_sync(lambda tx: tx.text_index.candidates(MARKS, ["ordinari"], 10))
         assert [c.source for c in found] == ["mk_b"]  # the index still works
-    finally:
-        store.close()
 
 
 def test_a_window_without_lines_asks_fts5_nothing(tmp_path: Path) -> None:
     """FTS5 bounds its ranking by a recall's window of days only when given the window's
     ids as numbers: with no line in the window (a week without notes) it ranked every
-    matching line of the years before, 8 ms in three years of notes, for the join to drop
+    matching line of the years before, 10 ms in three years of notes, for the join to drop
     them all."""
-    url = f"sqlite:///{tmp_path}/cambium.db"
-    upgrade(url)
-    store = Store(url)
-    store.start()
     statements: list[str] = []
 
     def seen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
         statements.append(statement)
 
-    try:
+    with sqlite_store(tmp_path) as store:
         index = StoreTextIndex(store)
         live = Group(DAILY, DAY.isoformat(), "live")
         index.write(live, [row_of(n, line) for n, line in enumerate(LINES, 1)], [], None)
@@ -157,9 +162,6 @@ def test_a_window_without_lines_asks_fts5_nothing(tmp_path: Path) -> None:
         assert index.candidates(DAILY, ["swim"], 10, since=later) == []
         found = index.candidates(DAILY, ["swim"], 10, since=DAY.isoformat())
         assert sorted(c.part for c in found) == [1, 4]
-    finally:
-        event.remove(store._reader, "before_cursor_execute", seen)
-        store.close()
     (matching,) = [s for s in statements if "MATCH" in s]  # the second's alone
     assert "min(id)" not in matching
 
